@@ -1,0 +1,217 @@
+/* rlx/rlx.h — public API of librlx for model authors and tools.
+ * Every function that can fail returns 0 (RLX_OK) or an rlx_status and fills the
+ * rlx_diag it is given (may be NULL) with one line naming the file, tensor, key or
+ * plugin at fault. */
+#ifndef RLX_RLX_H
+#define RLX_RLX_H
+
+#include <stdio.h>
+#include "rlx/plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- diagnostics */
+void rlx_diag_init(rlx_diag *d);
+int rlx_diag_set(rlx_diag *d, int code, const char *fmt, ...) RLX_PRINTF(3, 4); /* returns code */
+const char *rlx_status_name(int code);
+
+/* ---------------------------------------------------------------- dtypes */
+size_t rlx_dtype_size(int dtype);
+const char *rlx_dtype_name(int dtype); /* "F32", "F16", "BF16", "I32", "I64", "U8" */
+int rlx_dtype_from_name(const char *safetensors_name); /* -1 if unknown */
+float rlx_f16_to_f32(uint16_t h);
+uint16_t rlx_f32_to_f16(float f);
+float rlx_bf16_to_f32(uint16_t b);
+uint16_t rlx_f32_to_bf16(float f); /* round to nearest even */
+int64_t rlx_shape_numel(const rlx_shape *s);
+/* "[2, 3, 4]" into buf */
+const char *rlx_shape_str(const rlx_shape *s, char *buf, size_t len);
+
+/* ---------------------------------------------------------------- registry */
+typedef struct rlx_registry rlx_registry;
+
+typedef struct rlx_plugin_info {
+    const char *path;
+    const char *name;    /* descriptor name, or file stem when refused */
+    const char *version; /* "" when refused */
+    uint32_t abi_major, abi_minor;
+    int loaded;          /* 1 loaded, 0 refused */
+    const char *reason;  /* refusal reason (one line), NULL when loaded */
+    const rlx_plugin_desc *desc; /* NULL when refused */
+} rlx_plugin_info;
+
+/* search_path: colon-separated folders, or NULL for $RLX_PLUGIN_PATH then the
+ * installed plugin folder. Never fails because one plugin is bad. */
+int rlx_registry_open(const char *search_path, rlx_registry **out, rlx_diag *d);
+void rlx_registry_close(rlx_registry *r);
+size_t rlx_registry_count(const rlx_registry *r);
+const rlx_plugin_info *rlx_registry_plugin(const rlx_registry *r, size_t i);
+size_t rlx_registry_search_dirs(const rlx_registry *r, const char *const **dirs);
+const rlx_block *rlx_registry_block(const rlx_registry *r, const char *name);
+/* name "auto" (or NULL): the available backend of highest priority. Fills d when the
+ * named backend is missing or has no device (with the probe's reason). */
+const rlx_backend *rlx_registry_backend(const rlx_registry *r, const char *name, rlx_diag *d);
+const rlx_arch *rlx_registry_arch_for(const rlx_registry *r, const char *model_type);
+const rlx_host_api *rlx_host_api_get(void);
+const char *rlx_default_plugin_dir(void);
+
+/* ---------------------------------------------------------------- weights (safetensors) */
+typedef struct rlx_weights rlx_weights;
+
+typedef struct rlx_tensor_info {
+    const char *name;
+    int32_t dtype;
+    rlx_shape shape;
+    const void *data; /* mmapped, read-only */
+    size_t nbytes;
+} rlx_tensor_info;
+
+/* path: a .safetensors file, a .safetensors.index.json, or a model folder
+ * (model.safetensors.index.json, model.safetensors, diffusion_pytorch_model.safetensors).
+ * Validates every header fully; reads no tensor data. */
+int rlx_weights_open(const char *path, rlx_weights **out, rlx_diag *d);
+void rlx_weights_close(rlx_weights *w);
+size_t rlx_weights_count(const rlx_weights *w);
+const rlx_tensor_info *rlx_weights_at(const rlx_weights *w, size_t i);
+const rlx_tensor_info *rlx_weights_find(const rlx_weights *w, const char *name);
+/* Convert a float tensor (F32/F16/BF16) or int tensor (I32/I64) to dst_dtype into dst
+ * (numel elements). Fails naming the tensor on dtype/size mismatch. */
+int rlx_weights_read(const rlx_tensor_info *t, int dst_dtype, void *dst, size_t numel, rlx_diag *d);
+
+typedef struct rlx_st_writer rlx_st_writer;
+rlx_st_writer *rlx_st_writer_new(void);
+/* data is copied */
+int rlx_st_writer_add(rlx_st_writer *w, const char *name, int dtype, const rlx_shape *shape,
+                      const void *data, rlx_diag *d);
+int rlx_st_writer_save(rlx_st_writer *w, const char *path, rlx_diag *d);
+void rlx_st_writer_free(rlx_st_writer *w);
+
+/* ---------------------------------------------------------------- config.json */
+typedef struct rlx_config rlx_config;
+/* path: config.json or the folder holding it; transformers 4.x and 5.x keys. */
+int rlx_config_open(const char *path, rlx_config **out, rlx_diag *d);
+int rlx_config_parse(const char *json, size_t len, const char *origin, rlx_config **out, rlx_diag *d);
+const rlx_model_config *rlx_config_model(const rlx_config *c);
+int rlx_config_number(const rlx_config *c, const char *key, double *out); /* 0 found */
+void rlx_config_free(rlx_config *c);
+/* generation_config.json (optional file): eos ids, sampling defaults */
+typedef struct rlx_generation_config {
+    int64_t bos_token_id; /* -1: none */
+    int64_t eos_token_ids[RLX_MAX_EOS];
+    int32_t n_eos;
+    int32_t do_sample;
+    double temperature, top_p, repetition_penalty;
+    int64_t top_k;
+} rlx_generation_config;
+int rlx_generation_config_load(const char *dir, const rlx_model_config *mc,
+                               rlx_generation_config *out, rlx_diag *d);
+
+/* ---------------------------------------------------------------- profiles */
+typedef struct rlx_profile {
+    char name[64];
+    struct { char policy[16]; char target[16]; int assert_clean; int skip; } fusion;
+    struct { int dce; int constant_folding; int verbose; } passes;
+    struct { char compute[8]; char mixed[8]; } precision;
+    struct {
+        struct { int threads; char placement[8]; int unfuse_regions; } cpu;
+        struct { int device; int graphs; } cuda;
+    } backend;
+} rlx_profile;
+
+void rlx_profile_defaults(rlx_profile *p);
+/* name_or_path: a preset name (searched in $RLX_PROFILE_PATH, then the installed
+ * profiles folder) or a path to a .rlx.json file. Strict: unknown key, wrong type or
+ * bad enum fails with the JSON path. Keys absent keep rlx_profile_defaults(). */
+int rlx_profile_load(const char *name_or_path, rlx_profile *out, rlx_diag *d);
+int rlx_profile_parse(const char *json, size_t len, const char *origin, rlx_profile *out, rlx_diag *d);
+
+/* ---------------------------------------------------------------- flows */
+/* rlx_flow (opaque) is declared in plugin.h */
+rlx_flow *rlx_flow_new(const char *name);
+void rlx_flow_free(rlx_flow *f);
+/* dims: -1 stands for the sequence length given at build */
+int rlx_flow_input(rlx_flow *f, const char *name, int dtype, uint32_t ndim, const int64_t *dims);
+int rlx_flow_stage(rlx_flow *f, const char *block, const char *params_json);
+int rlx_flow_repeat(rlx_flow *f, int64_t n, const rlx_flow *body); /* {i} = 0..n-1 */
+int rlx_flow_sequence(rlx_flow *f, const rlx_flow *sub);
+/* cond: "phase=prefill", "phase=decode", "config:KEY" (truthy), "!config:KEY" */
+int rlx_flow_when(rlx_flow *f, const char *cond, const rlx_flow *body);
+typedef int (*rlx_custom_emit_fn)(rlx_ctx *c, const rlx_host_api *host, void *user);
+int rlx_flow_custom(rlx_flow *f, const char *name, rlx_custom_emit_fn fn, void *user);
+int rlx_flow_load_json(const char *path, rlx_flow **out, rlx_diag *d);
+void rlx_flow_print(const rlx_flow *f, FILE *out);
+
+/* ---------------------------------------------------------------- models and sessions */
+typedef struct rlx_model rlx_model;
+typedef struct rlx_session rlx_session;
+
+typedef struct rlx_model_options {
+    const char *backend;      /* "auto" (NULL), "cpu", "cuda", "rocm" */
+    const char *profile;      /* preset or path; NULL: the arch's default */
+    const char *flow_file;    /* JSON flow overriding the arch recipe; NULL */
+    const char *plugin_path;  /* NULL: $RLX_PLUGIN_PATH + installed */
+    int threads;              /* 0: profile / one per core */
+    const char *policy;       /* NULL: profile's; "direct" | "fusable" overrides */
+    int verbose;
+} rlx_model_options;
+
+void rlx_model_options_init(rlx_model_options *o);
+int rlx_model_open(const char *dir, const rlx_model_options *opt, rlx_model **out, rlx_diag *d);
+void rlx_model_close(rlx_model *m);
+const rlx_model_config *rlx_model_get_config(const rlx_model *m);
+const char *rlx_model_backend_name(const rlx_model *m);
+int rlx_model_threads(const rlx_model *m);
+/* print the flow / the compiled graph after passes (op counts, fused regions, arena) */
+int rlx_model_dump_flow(rlx_model *m, FILE *out, rlx_diag *d);
+int rlx_model_dump_graph(rlx_model *m, int phase, int64_t seq_len, FILE *out, rlx_diag *d);
+
+/* ctx_len: KV cache rows (0: min(max_position_embeddings, 4096)) */
+int rlx_session_new(rlx_model *m, int64_t ctx_len, rlx_session **out, rlx_diag *d);
+void rlx_session_free(rlx_session *s);
+void rlx_session_reset(rlx_session *s);
+int64_t rlx_session_pos(const rlx_session *s);
+/* Appends n tokens at the current position. all_logits: [n, vocab] or NULL;
+ * last_logits: [vocab] or NULL. */
+int rlx_session_prefill(rlx_session *s, const int32_t *ids, int64_t n, float *all_logits,
+                        float *last_logits, rlx_diag *d);
+/* One token through the decode graph (length 1, KV cache). logits: [vocab] */
+int rlx_session_decode(rlx_session *s, int32_t id, float *logits, rlx_diag *d);
+
+/* One forward pass with named inputs (a safetensors file's tensors) to named outputs
+ * (HF names: logits, last_hidden_state, ...). */
+int rlx_model_forward(rlx_model *m, const rlx_weights *inputs, rlx_st_writer *outputs, rlx_diag *d);
+
+/* ---------------------------------------------------------------- tokenizer */
+typedef struct rlx_tokenizer rlx_tokenizer;
+int rlx_tokenizer_load(const char *tokenizer_json, rlx_tokenizer **out, rlx_diag *d);
+void rlx_tokenizer_free(rlx_tokenizer *t);
+/* add_special: apply the post-processor (BOS etc.) as tokenizers' encode() does */
+int rlx_tokenizer_encode(const rlx_tokenizer *t, const char *text, size_t len, int add_special,
+                         int32_t **ids, size_t *n_ids, rlx_diag *d);
+/* skip_special: drop special tokens as decode(skip_special_tokens=True) does */
+int rlx_tokenizer_decode(const rlx_tokenizer *t, const int32_t *ids, size_t n, int skip_special,
+                         char **text, rlx_diag *d);
+int64_t rlx_tokenizer_vocab_size(const rlx_tokenizer *t);
+int32_t rlx_tokenizer_token_id(const rlx_tokenizer *t, const char *token); /* -1 if absent */
+
+/* ---------------------------------------------------------------- sampling */
+typedef struct rlx_sampler_params {
+    int greedy;
+    double temperature; /* <= 0: greedy */
+    int64_t top_k;      /* 0: off */
+    double top_p;       /* 1: off */
+    double repetition_penalty; /* 1: off */
+    uint64_t seed;
+} rlx_sampler_params;
+typedef struct rlx_sampler rlx_sampler;
+rlx_sampler *rlx_sampler_new(const rlx_sampler_params *p, int64_t vocab);
+void rlx_sampler_free(rlx_sampler *s);
+/* logits may be modified in place */
+int32_t rlx_sampler_next(rlx_sampler *s, float *logits, const int32_t *history, size_t n_history);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RLX_RLX_H */

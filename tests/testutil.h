@@ -1,0 +1,28 @@
+/* Shared helpers for the Check test programs: paths, running the CLI, comparing. */
+#ifndef RLX_TESTUTIL_H
+#define RLX_TESTUTIL_H
+#include <stddef.h>
+
+/* $RLX_SRCDIR / $RLX_BUILDDIR / $RLX_FIXTURES joined with rel (static buffer per call slot) */
+const char *tu_src(const char *rel);
+const char *tu_build(const char *rel);
+const char *tu_fixture(const char *rel);
+/* A fresh temp folder under $TMPDIR (removed by tu_rmrf). */
+char *tu_mkdtemp(void);
+void tu_rmrf(const char *path);
+
+typedef struct tu_result {
+    int status;    /* exit code, or 128+signal */
+    char *out;     /* stdout (NUL-terminated) */
+    char *err;     /* stderr */
+} tu_result;
+/* Runs `sh -c cmd` (cmd may use $RLX_BUILDDIR etc.), captures both streams.
+ * timeout_s: SIGKILL after that many seconds (status 137). */
+tu_result tu_run(const char *cmd, int timeout_s);
+void tu_result_free(tu_result *r);
+/* builddir tool path: "tools/rlx-run" -> "$RLX_BUILDDIR/tools/rlx-run" */
+const char *tu_tool(const char *name);
+
+double tu_rel_l2(const float *a, const float *ref, size_t n);
+char *tu_read_file(const char *path, size_t *len);
+#endif
