@@ -18,4 +18,18 @@ void rlx__host_fill_emit(rlx_host_api *h);   /* graph.am: emit_*, slots, params,
 int rlx__topology_query(rlx_topology *out, int threads, const char *placement);
 int rlx__bind_thread(int pu_os_index);
 
+
+/* ---- io area (weights, config, profiles): framework/io.am ---- */
+struct json_t; /* jansson, kept out of every other area's includes */
+/* Reads a whole file of at most max_bytes (NUL-terminated copy). */
+int rlx__read_small_file(const char *path, size_t max_bytes, char **out, size_t *len, rlx_diag *d);
+/* jansson with duplicate keys rejected; error names origin, line and column. */
+int rlx__json_parse(const char *buf, size_t len, const char *origin, struct json_t **out,
+                    rlx_diag *d);
+const char *rlx__json_type_name(const struct json_t *v); /* "a string", "an object", ... */
+/* Parses a safetensors image held in memory (not owned; must outlive the result). */
+int rlx__st_parse(const void *buf, size_t len, const char *origin, rlx_weights **out, rlx_diag *d);
+#define RLX__MAX_JSON_FILE (100u << 20) /* configs, indexes and headers: 100 MB */
+/* ---- end io area ---- */
+
 #endif

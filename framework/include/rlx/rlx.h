@@ -56,6 +56,13 @@ const rlx_backend *rlx_registry_backend(const rlx_registry *r, const char *name,
 const rlx_arch *rlx_registry_arch_for(const rlx_registry *r, const char *model_type);
 const rlx_host_api *rlx_host_api_get(void);
 const char *rlx_default_plugin_dir(void);
+/* ---- added by core (issue 2) ---- */
+/* An arch by its own name (rlx_registry_arch_for looks up by config model_type). */
+const rlx_arch *rlx_registry_arch(const rlx_registry *r, const char *name);
+/* The backend's probe, run once per registry (thread-safe) and cached; NULL when be
+ * is not a backend of r. */
+const rlx_backend_probe *rlx_registry_probe(const rlx_registry *r, const rlx_backend *be);
+/* ---- end core additions ---- */
 
 /* ---------------------------------------------------------------- weights (safetensors) */
 typedef struct rlx_weights rlx_weights;
@@ -87,6 +94,20 @@ int rlx_st_writer_add(rlx_st_writer *w, const char *name, int dtype, const rlx_s
                       const void *data, rlx_diag *d);
 int rlx_st_writer_save(rlx_st_writer *w, const char *path, rlx_diag *d);
 void rlx_st_writer_free(rlx_st_writer *w);
+
+/* ---- io area additions (weights) ---- */
+/* The file a tensor is stored in (for messages); the opened path when t is NULL. */
+const char *rlx_weights_file_of(const rlx_weights *w, const rlx_tensor_info *t);
+/* Finds name and checks its shape against *expect (when non-NULL). Fails with
+ * "FILE: tensor 'NAME' not found (expected shape [..])" or
+ * "FILE: tensor 'NAME': expected shape [..], found [..]". */
+int rlx_weights_expect(const rlx_weights *w, const char *name, const rlx_shape *expect,
+                       const rlx_tensor_info **out, rlx_diag *d);
+/* Tied embeddings as HF applies them: for a causal LM with tie_word_embeddings,
+ * "lm_head.weight" becomes the embedding (model.embed_tokens.weight), replacing a
+ * stored one. Call right after open: it invalidates earlier rlx_tensor_info pointers. */
+int rlx_weights_tie(rlx_weights *w, const rlx_model_config *mc, rlx_diag *d);
+/* ---- end io area additions ---- */
 
 /* ---------------------------------------------------------------- config.json */
 typedef struct rlx_config rlx_config;
@@ -183,6 +204,22 @@ int rlx_session_decode(rlx_session *s, int32_t id, float *logits, rlx_diag *d);
  * (HF names: logits, last_hidden_state, ...). */
 int rlx_model_forward(rlx_model *m, const rlx_weights *inputs, rlx_st_writer *outputs, rlx_diag *d);
 
+/* ---- graph area additions: compile a flow built in code, without a model folder ---- */
+typedef struct rlx_model_spec {
+    const rlx_flow *prefill;        /* required (copied) */
+    const rlx_flow *decode;         /* NULL: the prefill flow, built for the decode phase */
+    const rlx_model_config *config; /* NULL: all zero (copied) */
+    const rlx_weights *weights;     /* borrowed, must outlive the model; NULL: none */
+    const rlx_registry *registry;   /* borrowed, for block stages; NULL: custom stages only */
+    const rlx_backend *backend;     /* required; initialised by the model */
+    const rlx_profile *profile;     /* NULL: rlx_profile_defaults() */
+} rlx_model_spec;
+int rlx_model_from_flow(const rlx_model_spec *spec, const rlx_model_options *opt, rlx_model **out,
+                        rlx_diag *d);
+/* programs compiled so far (prefill buckets + decode): stays flat while decoding */
+int rlx_model_compiled_count(const rlx_model *m);
+/* ---- end graph area additions ---- */
+
 /* ---------------------------------------------------------------- tokenizer */
 typedef struct rlx_tokenizer rlx_tokenizer;
 int rlx_tokenizer_load(const char *tokenizer_json, rlx_tokenizer **out, rlx_diag *d);
@@ -210,6 +247,28 @@ rlx_sampler *rlx_sampler_new(const rlx_sampler_params *p, int64_t vocab);
 void rlx_sampler_free(rlx_sampler *s);
 /* logits may be modified in place */
 int32_t rlx_sampler_next(rlx_sampler *s, float *logits, const int32_t *history, size_t n_history);
+
+/* ---- chat templates (tokenizer area: framework/chat_template.c) ----
+ * rlx renders the LLaMA 3, ChatML (Qwen 2/2.5/3) and Gemma 2/3 chat formats natively,
+ * recognising them by their turn markers; any other template is RLX_ERR_UNSUPPORTED. */
+typedef struct rlx_chat_message {
+    const char *role;    /* "system", "user", "assistant" */
+    const char *content;
+} rlx_chat_message;
+typedef struct rlx_chat_template rlx_chat_template;
+/* src: the Jinja source (tokenizer_config.json's chat_template); origin names it in errors */
+int rlx_chat_template_new(const char *src, const char *bos_token, const char *eos_token,
+                          const char *origin, rlx_chat_template **out, rlx_diag *d);
+/* dir: a model folder: tokenizer_config.json (chat_template, bos_token, eos_token), else
+ * chat_template.jinja. RLX_ERR_NOT_FOUND when the model has no chat template. */
+int rlx_chat_template_load(const char *dir, rlx_chat_template **out, rlx_diag *d);
+void rlx_chat_template_free(rlx_chat_template *t);
+/* *out: malloc'd text, to be tokenized without adding special tokens */
+int rlx_chat_template_render(const rlx_chat_template *t, const rlx_chat_message *msgs, size_t n,
+                             int add_generation_prompt, char **out, rlx_diag *d);
+const char *rlx_chat_template_family(const rlx_chat_template *t);      /* "llama3" | "chatml" | "gemma" */
+const char *rlx_chat_template_end_of_turn(const rlx_chat_template *t); /* "<|eot_id|>", ... */
+/* ---- end chat templates ---- */
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,299 @@
+/* Attention (flash-style: online softmax over blocks of keys, never a T×S matrix) and
+ * rotary embeddings. Work is split over heads × query blocks; each query row is computed
+ * start to finish by one thread. */
+#include "cpu_backend.h"
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#define KEY_BLOCK 64   /* keys scored at once */
+#define QUERY_BLOCK 64 /* query rows of one head per task */
+#define GEMM_MIN_ROWS 8 /* fewer rows in a task (decode): one row at a time */
+
+static int is_index_dtype(int dt)
+{
+    return dt == RLX_I32 || dt == RLX_I64;
+}
+
+static int64_t read_index(const void *p, int dt, int64_t i)
+{
+    return dt == RLX_I64 ? ((const int64_t *)p)[i] : ((const int32_t *)p)[i];
+}
+
+/* ---------------------------------------------------------------- attention */
+
+int cpu_prep_attention(const cpu_compile_ctx *c, cpu_node *nd)
+{
+    if (cpu_need(c, 3, 5, 1)) return RLX_ERR_INVALID;
+    const rlx_value_desc *q = cpu_val(c, 0), *k = cpu_val(c, 1), *v = cpu_val(c, 2), *o = cpu_out(c, 0);
+    if (cpu_need_f32(c, q, "q") || cpu_need_f32(c, k, "k") || cpu_need_f32(c, v, "v") ||
+        cpu_need_f32(c, o, "the output"))
+        return RLX_ERR_INVALID;
+    if (q->shape.ndim != 3 || k->shape.ndim != 3 || v->shape.ndim != 3)
+        return cpu_bad(c, "q, k and v must be [T, heads, head_dim]");
+    nd->T = q->shape.dims[0];
+    nd->nh = q->shape.dims[1];
+    nd->hd = q->shape.dims[2];
+    nd->S = k->shape.dims[0];
+    nd->nkv = k->shape.dims[1];
+    if (k->shape.dims[2] != nd->hd || v->shape.dims[0] != nd->S || v->shape.dims[1] != nd->nkv ||
+        v->shape.dims[2] != nd->hd)
+        return cpu_bad(c, "k and v must both be [%lld, kv_heads, %lld]", (long long)nd->S,
+                       (long long)nd->hd);
+    if (nd->nkv <= 0 || nd->nh % nd->nkv != 0)
+        return cpu_bad(c, "%lld query heads are not a multiple of %lld kv heads", (long long)nd->nh,
+                       (long long)nd->nkv);
+    if (cpu_numel(&o->shape) != nd->T * nd->nh * nd->hd)
+        return cpu_bad(c, "output must be [%lld, %lld, %lld]", (long long)nd->T, (long long)nd->nh,
+                       (long long)nd->hd);
+    for (uint32_t i = 3; i < c->node->n_inputs; i++) {
+        const rlx_value_desc *x = cpu_val(c, i);
+        if (!x) continue;
+        if (is_index_dtype(x->dtype)) {
+            if (nd->pos_in >= 0 || cpu_numel(&x->shape) != 1) return cpu_bad(c, "pos must be one [1] int");
+            nd->pos_in = c->node->inputs[i];
+            nd->in_dtype = x->dtype;
+        } else {
+            if (nd->mask_in >= 0 || x->dtype != RLX_F32) return cpu_bad(c, "mask must be one f32 [T, S]");
+            if (cpu_numel(&x->shape) != nd->T * nd->S)
+                return cpu_bad(c, "mask must be [%lld, %lld]", (long long)nd->T, (long long)nd->S);
+            nd->mask_in = c->node->inputs[i];
+        }
+    }
+    double scale, softcap;
+    int64_t causal;
+    if (cpu_attr_float(c, "scale", nd->hd > 0 ? 1.0 / sqrt((double)nd->hd) : 1.0, &scale) ||
+        cpu_attr_int(c, "causal", 0, &causal) || cpu_attr_int(c, "window", 0, &nd->window) ||
+        cpu_attr_float(c, "softcap", 0.0, &softcap))
+        return RLX_ERR_INVALID;
+    if (nd->window < 0) return cpu_bad(c, "window must be >= 0");
+    if (softcap < 0) return cpu_bad(c, "softcap must be >= 0");
+    nd->causal = causal != 0;
+    nd->fa = (float)scale;
+    nd->fb = (float)softcap;
+    /* block path: scores [QB×KB], accumulators [QB×d], max and sum per row */
+    nd->scratch_floats = (size_t)(QUERY_BLOCK * KEY_BLOCK + QUERY_BLOCK * nd->hd + 2 * QUERY_BLOCK);
+    return 0;
+}
+
+typedef struct attn_job {
+    const cpu_run *r;
+    int64_t p, q_blocks;
+} attn_job;
+
+static void attn_row(const cpu_run *r, int64_t p, int64_t t, int64_t h, float *sc, float *acc)
+{
+    const cpu_node *nd = r->nd;
+    const cpu_isa *isa = r->be->isa;
+    int64_t d = nd->hd, nkv = nd->nkv, kvh = h / (nd->nh / nkv);
+    const float *q = CPU_F(r, 0) + (t * nd->nh + h) * d;
+    const float *K = CPU_F(r, 1), *V = CPU_F(r, 2);
+    const float *mask = nd->mask_in >= 0 ? (const float *)r->vp[nd->mask_in] + t * nd->S : NULL;
+    float *out = CPU_O(r, 0) + (t * nd->nh + h) * d;
+    int64_t jhi = nd->causal ? p + t + 1 : p + nd->T;
+    int64_t jlo = nd->window > 0 && p + t - nd->window + 1 > 0 ? p + t - nd->window + 1 : 0;
+    float m = -INFINITY, l = 0.0f, cap = nd->fb;
+    memset(acc, 0, (size_t)d * sizeof *acc);
+    for (int64_t jb = jlo; jb < jhi; jb += KEY_BLOCK) {
+        int64_t nbk = jhi - jb < KEY_BLOCK ? jhi - jb : KEY_BLOCK;
+        for (int64_t i = 0; i < nbk; i++) {
+            float s = isa->dot(q, K + ((jb + i) * nkv + kvh) * d, d) * nd->fa;
+            if (cap > 0) s = cap * tanhf(s / cap);
+            if (mask) s += mask[jb + i];
+            sc[i] = s;
+        }
+        float mb = isa->maxv(sc, nbk);
+        if (mb == -INFINITY) continue; /* every key of the block masked out */
+        float m_new = mb > m ? mb : m;
+        float alpha = m == -INFINITY ? 0.0f : expf(m - m_new);
+        float ps = isa->exp_shift(sc, sc, m_new, nbk);
+        if (alpha != 1.0f) isa->scal(acc, alpha, d);
+        l = l * alpha + ps;
+        for (int64_t i = 0; i < nbk; i++) isa->axpy(acc, sc[i], V + ((jb + i) * nkv + kvh) * d, d);
+        m = m_new;
+    }
+    if (l > 0) {
+        float inv = 1.0f / l;
+        for (int64_t i = 0; i < d; i++) out[i] = acc[i] * inv;
+    } else {
+        memset(out, 0, (size_t)d * sizeof *out);
+    }
+}
+
+static void row_range(const cpu_node *nd, int64_t p, int64_t t, int64_t *lo, int64_t *hi)
+{
+    *hi = nd->causal ? p + t + 1 : p + nd->T;
+    *lo = nd->window > 0 && p + t - nd->window + 1 > 0 ? p + t - nd->window + 1 : 0;
+}
+
+/* Query rows t0..t1 of head h: scores of a block of keys by sgemm (Q·Kᵀ), online softmax
+ * per row, then O += P·V by sgemm. Rows and keys are read in place (strided). */
+static void attn_block(const cpu_run *r, int64_t p, int64_t t0, int64_t t1, int64_t h, float *ws)
+{
+    const cpu_node *nd = r->nd;
+    const cpu_isa *isa = r->be->isa;
+    int64_t d = nd->hd, nkv = nd->nkv, kvh = h / (nd->nh / nkv), nq = t1 - t0;
+    const float *Q = CPU_F(r, 0) + (t0 * nd->nh + h) * d;
+    const float *K = CPU_F(r, 1) + kvh * d, *V = CPU_F(r, 2) + kvh * d;
+    const float *mask = nd->mask_in >= 0 ? (const float *)r->vp[nd->mask_in] : NULL;
+    float *sc = ws, *acc = sc + QUERY_BLOCK * KEY_BLOCK, *mrow = acc + QUERY_BLOCK * d, *lrow = mrow + QUERY_BLOCK;
+    float cap = nd->fb;
+    int64_t blo, bhi, lo, hi;
+    row_range(nd, p, t0, &blo, &hi);
+    row_range(nd, p, t1 - 1, &lo, &bhi);
+    memset(acc, 0, (size_t)(nq * d) * sizeof *acc);
+    for (int64_t i = 0; i < nq; i++) {
+        mrow[i] = -INFINITY;
+        lrow[i] = 0.0f;
+    }
+    for (int64_t jb = blo; jb < bhi; jb += KEY_BLOCK) {
+        int64_t nk = bhi - jb < KEY_BLOCK ? bhi - jb : KEY_BLOCK;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)d, nd->fa, Q,
+                    (int)(nd->nh * d), K + jb * nkv * d, (int)(nkv * d), 0.0f, sc, KEY_BLOCK);
+        for (int64_t i = 0; i < nq; i++) {
+            float *s = sc + i * KEY_BLOCK;
+            row_range(nd, p, t0 + i, &lo, &hi);
+            int64_t a = lo > jb ? lo - jb : 0, b = hi < jb + nk ? hi - jb : nk; /* valid [a, b) */
+            if (a >= b) {
+                memset(s, 0, (size_t)nk * sizeof *s);
+                continue;
+            }
+            for (int64_t j = a; j < b; j++) {
+                float v = s[j];
+                if (cap > 0) v = cap * tanhf(v / cap);
+                if (mask) v += mask[(t0 + i) * nd->S + jb + j];
+                s[j] = v;
+            }
+            float mb = isa->maxv(s + a, b - a);
+            if (mb == -INFINITY) { /* every valid key of this block masked out */
+                memset(s, 0, (size_t)nk * sizeof *s);
+                continue;
+            }
+            float m_new = mb > mrow[i] ? mb : mrow[i];
+            float alpha = mrow[i] == -INFINITY ? 0.0f : expf(mrow[i] - m_new);
+            float ps = isa->exp_shift(s + a, s + a, m_new, b - a);
+            memset(s, 0, (size_t)a * sizeof *s);
+            memset(s + b, 0, (size_t)(nk - b) * sizeof *s);
+            if (alpha != 1.0f) isa->scal(acc + i * d, alpha, d);
+            lrow[i] = lrow[i] * alpha + ps;
+            mrow[i] = m_new;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)d, (int)nk, 1.0f, sc,
+                    KEY_BLOCK, V + jb * nkv * d, (int)(nkv * d), 1.0f, acc, (int)d);
+    }
+    float *out = CPU_O(r, 0);
+    for (int64_t i = 0; i < nq; i++) {
+        float *o = out + ((t0 + i) * nd->nh + h) * d;
+        if (lrow[i] > 0) {
+            float inv = 1.0f / lrow[i];
+            for (int64_t k = 0; k < d; k++) o[k] = acc[i * d + k] * inv;
+        } else {
+            memset(o, 0, (size_t)d * sizeof *o);
+        }
+    }
+}
+
+static void attn_task(void *arg, int64_t task, int worker)
+{
+    attn_job *j = arg;
+    const cpu_node *nd = j->r->nd;
+    int64_t h = task / j->q_blocks, qb = task % j->q_blocks;
+    int64_t t0 = qb * QUERY_BLOCK, t1 = t0 + QUERY_BLOCK < nd->T ? t0 + QUERY_BLOCK : nd->T;
+    float *ws = j->r->scratch + (size_t)worker * j->r->scratch_stride;
+    if (t1 - t0 >= GEMM_MIN_ROWS) {
+        attn_block(j->r, j->p, t0, t1, h, ws);
+        return;
+    }
+    for (int64_t t = t0; t < t1; t++) attn_row(j->r, j->p, t, h, ws, ws + KEY_BLOCK);
+}
+
+int cpu_run_attention(const cpu_run *r)
+{
+    const cpu_node *nd = r->nd;
+    int64_t p = 0;
+    if (nd->pos_in >= 0) p = read_index(r->vp[nd->pos_in], nd->in_dtype, 0);
+    if (p < 0)
+        return cpu_fail(r->d, RLX_ERR_INVALID, "cpu: node %u (rlx.attention): pos %lld is negative",
+                        nd->index, (long long)p);
+    if (p + nd->T > nd->S)
+        return cpu_fail(r->d, RLX_ERR_INVALID,
+                        "cpu: node %u (rlx.attention): pos %lld + %lld query rows is past the %lld key rows",
+                        nd->index, (long long)p, (long long)nd->T, (long long)nd->S);
+    if (nd->T == 0 || nd->nh == 0 || nd->hd == 0) return 0;
+    attn_job j = {r, p, (nd->T + QUERY_BLOCK - 1) / QUERY_BLOCK};
+    cpu_parallel(r, nd->nh * j.q_blocks, attn_task, &j);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- rope */
+
+int cpu_prep_rope(const cpu_compile_ctx *c, cpu_node *nd)
+{
+    if (cpu_need(c, 3, 3, 1)) return RLX_ERR_INVALID;
+    const rlx_value_desc *x = cpu_val(c, 0), *pos = cpu_val(c, 1), *f = cpu_val(c, 2), *o = cpu_out(c, 0);
+    if (cpu_need_f32(c, x, "x") || cpu_need_f32(c, f, "inv_freq") || cpu_need_f32(c, o, "the output"))
+        return RLX_ERR_INVALID;
+    if (!is_index_dtype(pos->dtype)) return cpu_bad(c, "positions must be i32");
+    if (x->shape.ndim < 2) return cpu_bad(c, "x must be [T, heads, head_dim]");
+    nd->T = x->shape.dims[0];
+    nd->hd = x->shape.dims[x->shape.ndim - 1];
+    nd->nh = nd->T && nd->hd ? cpu_numel(&x->shape) / (nd->T * nd->hd) : 0;
+    if (cpu_numel(&pos->shape) != nd->T) return cpu_bad(c, "positions must have %lld entries", (long long)nd->T);
+    if (cpu_numel(&o->shape) != cpu_numel(&x->shape)) return cpu_bad(c, "output must have x's shape");
+    if (cpu_attr_int(c, "rot_dim", 0, &nd->rot)) return RLX_ERR_INVALID;
+    if (nd->rot == 0) nd->rot = nd->hd;
+    if (nd->rot < 0 || nd->rot > nd->hd || nd->rot % 2)
+        return cpu_bad(c, "rot_dim %lld must be even and at most head_dim %lld", (long long)nd->rot,
+                       (long long)nd->hd);
+    if (cpu_numel(&f->shape) < nd->rot / 2)
+        return cpu_bad(c, "inv_freq has %lld entries, rot_dim %lld needs %lld",
+                       (long long)cpu_numel(&f->shape), (long long)nd->rot, (long long)(nd->rot / 2));
+    nd->in_dtype = pos->dtype;
+    nd->scratch_floats = (size_t)nd->rot;
+    return 0;
+}
+
+typedef struct rope_job {
+    const cpu_run *r;
+    int64_t chunk;
+} rope_job;
+
+static void rope_task(void *arg, int64_t task, int worker)
+{
+    rope_job *j = arg;
+    const cpu_node *nd = j->r->nd;
+    int64_t d = nd->hd, half = nd->rot / 2;
+    const float *x = CPU_F(j->r, 0), *inv = CPU_F(j->r, 2);
+    const void *pos = j->r->vp[nd->in[1]];
+    float *o = CPU_O(j->r, 0);
+    float *cs = j->r->scratch + (size_t)worker * j->r->scratch_stride, *sn = cs + half;
+    int64_t t0 = task * j->chunk, t1 = t0 + j->chunk < nd->T ? t0 + j->chunk : nd->T;
+    for (int64_t t = t0; t < t1; t++) {
+        float p = (float)read_index(pos, nd->in_dtype, t);
+        for (int64_t i = 0; i < half; i++) {
+            float th = p * inv[i]; /* in f32, as transformers computes it */
+            cs[i] = cosf(th);
+            sn[i] = sinf(th);
+        }
+        for (int64_t h = 0; h < nd->nh; h++) {
+            const float *xr = x + (t * nd->nh + h) * d;
+            float *orow = o + (t * nd->nh + h) * d;
+            for (int64_t i = 0; i < half; i++) {
+                float a = xr[i], b = xr[i + half];
+                orow[i] = a * cs[i] - b * sn[i];
+                orow[i + half] = b * cs[i] + a * sn[i];
+            }
+            if (orow != xr)
+                for (int64_t i = nd->rot; i < d; i++) orow[i] = xr[i];
+        }
+    }
+}
+
+int cpu_run_rope(const cpu_run *r)
+{
+    const cpu_node *nd = r->nd;
+    if (nd->T == 0 || nd->nh == 0 || nd->hd == 0) return 0;
+    rope_job j = {r, cpu_chunk(nd->T, 4, 64, 1)};
+    cpu_parallel(r, (nd->T + j.chunk - 1) / j.chunk, rope_task, &j);
+    return 0;
+}

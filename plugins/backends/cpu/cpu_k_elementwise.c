@@ -1,0 +1,209 @@
+/* Elementwise ops: add/sub/mul with suffix broadcasting, the unary maps (scale,
+ * add_scalar, activations, softcap) and the gated composites (swiglu, geglu_tanh). */
+#include "cpu_backend.h"
+#include <math.h>
+#include <string.h>
+
+enum { U_SCALE, U_ADD_SCALAR, U_SILU, U_GELU, U_GELU_TANH, U_TANH, U_SOFTCAP };
+
+#define FLAT_CHUNK(n) cpu_chunk((n), 16384, 64, 64)
+
+/* ---------------------------------------------------------------- binary */
+
+int cpu_prep_binary(const cpu_compile_ctx *c, cpu_node *nd)
+{
+    if (cpu_need(c, 2, 2, 1)) return RLX_ERR_INVALID;
+    const rlx_value_desc *a = cpu_val(c, 0), *b = cpu_val(c, 1), *o = cpu_out(c, 0);
+    if (cpu_need_f32(c, a, "a") || cpu_need_f32(c, b, "b") || cpu_need_f32(c, o, "the output"))
+        return RLX_ERR_INVALID;
+    const char *op = c->node->op;
+    nd->bin_op = strcmp(op, "rlx.add") == 0 ? CPU_BIN_ADD : strcmp(op, "rlx.sub") == 0 ? CPU_BIN_SUB
+                                                                                     : CPU_BIN_MUL;
+    /* b (leading 1s dropped) must be a suffix of a */
+    uint32_t bs = 0;
+    while (bs + 1 < b->shape.ndim && b->shape.dims[bs] == 1) bs++;
+    uint32_t bn = b->shape.ndim - bs;
+    if (cpu_numel(&b->shape) == 1) bn = 0; /* a scalar broadcasts everywhere */
+    if (bn > a->shape.ndim) return cpu_bad(c, "b has more dims than a");
+    for (uint32_t i = 0; i < bn; i++)
+        if (b->shape.dims[bs + i] != a->shape.dims[a->shape.ndim - bn + i])
+            return cpu_bad(c, "b's shape is not a suffix of a's (dim %u: %lld vs %lld)", i,
+                           (long long)b->shape.dims[bs + i],
+                           (long long)a->shape.dims[a->shape.ndim - bn + i]);
+    nd->cols = cpu_numel(&a->shape);
+    nd->nb = cpu_numel(&b->shape);
+    if (cpu_numel(&o->shape) != nd->cols) return cpu_bad(c, "output must have a's %lld elements",
+                                                         (long long)nd->cols);
+    return 0;
+}
+
+typedef struct ew_job {
+    const cpu_run *r;
+    const float *a, *b;
+    float *o;
+    int64_t n, chunk;
+} ew_job;
+
+static void binary_same_task(void *arg, int64_t t, int worker)
+{
+    ew_job *j = arg;
+    int64_t lo = t * j->chunk, hi = lo + j->chunk < j->n ? lo + j->chunk : j->n;
+    j->r->be->isa->binary(j->r->nd->bin_op, j->o + lo, j->a + lo, j->b + lo, hi - lo);
+}
+
+static void binary_rows_task(void *arg, int64_t t, int worker)
+{
+    ew_job *j = arg;
+    int64_t nb = j->r->nd->nb, rows = j->n / nb;
+    int64_t lo = t * j->chunk, hi = lo + j->chunk < rows ? lo + j->chunk : rows;
+    int op = j->r->nd->bin_op;
+    for (int64_t row = lo; row < hi; row++) {
+        const float *a = j->a + row * nb;
+        float *o = j->o + row * nb;
+        if (nb == 1) {
+            float b = j->b[0];
+            o[0] = op == CPU_BIN_ADD ? a[0] + b : op == CPU_BIN_SUB ? a[0] - b : a[0] * b;
+        } else {
+            j->r->be->isa->binary(op, o, a, j->b, nb);
+        }
+    }
+}
+
+int cpu_run_binary(const cpu_run *r)
+{
+    const cpu_node *nd = r->nd;
+    ew_job j = {r, CPU_F(r, 0), CPU_F(r, 1), CPU_O(r, 0), nd->cols, 0};
+    if (j.n == 0) return 0;
+    if (nd->nb == nd->cols) {
+        j.chunk = FLAT_CHUNK(j.n);
+        cpu_parallel(r, (j.n + j.chunk - 1) / j.chunk, binary_same_task, &j);
+    } else {
+        int64_t rows = j.n / nd->nb;
+        j.chunk = cpu_chunk(rows, 16384 / nd->nb + 1, 64, 1);
+        cpu_parallel(r, (rows + j.chunk - 1) / j.chunk, binary_rows_task, &j);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- unary */
+
+int cpu_prep_unary(const cpu_compile_ctx *c, cpu_node *nd)
+{
+    if (cpu_need(c, 1, 1, 1)) return RLX_ERR_INVALID;
+    const rlx_value_desc *x = cpu_val(c, 0), *o = cpu_out(c, 0);
+    if (cpu_need_f32(c, x, "x") || cpu_need_f32(c, o, "the output")) return RLX_ERR_INVALID;
+    nd->cols = cpu_numel(&x->shape);
+    if (cpu_numel(&o->shape) != nd->cols) return cpu_bad(c, "output must have x's %lld elements",
+                                                         (long long)nd->cols);
+    const char *op = c->node->op + 4; /* after "rlx." */
+    double v = 0;
+    if (strcmp(op, "scale") == 0) {
+        nd->flag = U_SCALE;
+        const rlx_attr *a = cpu_attr_find(c, "scale");
+        if (!a) return cpu_bad(c, "attribute scale is missing");
+        if (cpu_attr_float(c, "scale", 1.0, &v)) return RLX_ERR_INVALID;
+    } else if (strcmp(op, "add_scalar") == 0) {
+        nd->flag = U_ADD_SCALAR;
+        if (!cpu_attr_find(c, "value")) return cpu_bad(c, "attribute value is missing");
+        if (cpu_attr_float(c, "value", 0.0, &v)) return RLX_ERR_INVALID;
+    } else if (strcmp(op, "softcap") == 0) {
+        nd->flag = U_SOFTCAP;
+        if (!cpu_attr_find(c, "cap")) return cpu_bad(c, "attribute cap is missing");
+        if (cpu_attr_float(c, "cap", 0.0, &v)) return RLX_ERR_INVALID;
+        if (!(v > 0)) return cpu_bad(c, "cap must be > 0 (got %g)", v);
+    } else if (strcmp(op, "silu") == 0) {
+        nd->flag = U_SILU;
+    } else if (strcmp(op, "gelu") == 0) {
+        nd->flag = U_GELU;
+    } else if (strcmp(op, "gelu_tanh") == 0) {
+        nd->flag = U_GELU_TANH;
+    } else {
+        nd->flag = U_TANH;
+    }
+    nd->fa = (float)v;
+    return 0;
+}
+
+/* 0.5·x·(1+tanh(u)) written as x·σ(2u): no cancellation for very negative x */
+static inline float gelu_tanh1(float x)
+{
+    float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+    return x / (1.0f + expf(-2.0f * u));
+}
+
+static void unary_task(void *arg, int64_t t, int worker)
+{
+    ew_job *j = arg;
+    const cpu_node *nd = j->r->nd;
+    const cpu_isa *isa = j->r->be->isa;
+    int64_t lo = t * j->chunk, hi = lo + j->chunk < j->n ? lo + j->chunk : j->n;
+    const float *x = j->a + lo;
+    float *o = j->o + lo;
+    int64_t n = hi - lo;
+    float cap = nd->fa;
+    switch (nd->flag) {
+    case U_SCALE: isa->affine(o, x, nd->fa, 0.0f, n); break;
+    case U_ADD_SCALAR:
+        for (int64_t i = 0; i < n; i++) o[i] = x[i] + nd->fa;
+        break;
+    case U_SILU: isa->silu(o, x, n); break;
+    case U_GELU:
+        /* 1+erf(z) as erfc(-z): exact down to the far negative tail */
+        for (int64_t i = 0; i < n; i++) o[i] = 0.5f * x[i] * erfcf(-x[i] * 0.70710678118654752f);
+        break;
+    case U_GELU_TANH:
+        for (int64_t i = 0; i < n; i++) o[i] = gelu_tanh1(x[i]);
+        break;
+    case U_TANH:
+        for (int64_t i = 0; i < n; i++) o[i] = tanhf(x[i]);
+        break;
+    default:
+        for (int64_t i = 0; i < n; i++) o[i] = cap * tanhf(x[i] / cap);
+        break;
+    }
+}
+
+int cpu_run_unary(const cpu_run *r)
+{
+    ew_job j = {r, CPU_F(r, 0), NULL, CPU_O(r, 0), r->nd->cols, 0};
+    if (j.n == 0) return 0;
+    j.chunk = FLAT_CHUNK(j.n);
+    cpu_parallel(r, (j.n + j.chunk - 1) / j.chunk, unary_task, &j);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- gated composites */
+
+int cpu_prep_gated(const cpu_compile_ctx *c, cpu_node *nd)
+{
+    if (cpu_need(c, 2, 2, 1)) return RLX_ERR_INVALID;
+    const rlx_value_desc *g = cpu_val(c, 0), *u = cpu_val(c, 1), *o = cpu_out(c, 0);
+    if (cpu_need_f32(c, g, "gate") || cpu_need_f32(c, u, "up") || cpu_need_f32(c, o, "the output"))
+        return RLX_ERR_INVALID;
+    nd->cols = cpu_numel(&g->shape);
+    if (cpu_numel(&u->shape) != nd->cols || cpu_numel(&o->shape) != nd->cols)
+        return cpu_bad(c, "gate, up and the output must have the same %lld elements",
+                       (long long)nd->cols);
+    nd->flag = strcmp(c->node->op, "rlx.swiglu") == 0 ? U_SILU : U_GELU_TANH;
+    return 0;
+}
+
+static void gated_task(void *arg, int64_t t, int worker)
+{
+    ew_job *j = arg;
+    int64_t lo = t * j->chunk, hi = lo + j->chunk < j->n ? lo + j->chunk : j->n;
+    if (j->r->nd->flag == U_SILU) {
+        j->r->be->isa->swiglu(j->o + lo, j->a + lo, j->b + lo, hi - lo);
+        return;
+    }
+    for (int64_t i = lo; i < hi; i++) j->o[i] = gelu_tanh1(j->a[i]) * j->b[i];
+}
+
+int cpu_run_gated(const cpu_run *r)
+{
+    ew_job j = {r, CPU_F(r, 0), CPU_F(r, 1), CPU_O(r, 0), r->nd->cols, 0};
+    if (j.n == 0) return 0;
+    j.chunk = FLAT_CHUNK(j.n);
+    cpu_parallel(r, (j.n + j.chunk - 1) / j.chunk, gated_task, &j);
+    return 0;
+}

@@ -1,0 +1,177 @@
+/* Matmuls. Few rows (M <= 4, decode): our streaming kernel, parallel over N. More rows:
+ * OpenBLAS sgemm (one thread) on slices of N (or M), one slice per task. Slices depend
+ * on the shape only, so a value is computed the same way whatever the thread count. */
+#include "cpu_backend.h"
+#include <cblas.h>
+#include <stdint.h>
+#include <string.h>
+
+#define GEMV_MAX_M 4
+
+typedef struct mm_plan {
+    int split_n;   /* 1: tasks are column slices, 0: row slices */
+    int64_t chunk; /* columns or rows per task */
+    int64_t n_tasks;
+} mm_plan;
+
+static mm_plan plan_of(int64_t M, int64_t N, int64_t K)
+{
+    mm_plan p = {1, N > 0 ? N : 1, 1};
+    if (M <= GEMV_MAX_M) {
+        p.chunk = cpu_chunk(N, 128, 64, 16);
+    } else if ((double)M * (double)N * (double)K < 64.0 * 64 * 64) {
+        p.chunk = N > 0 ? N : 1; /* too small to split */
+    } else if (N >= 256) {
+        p.chunk = cpu_chunk(N, 128, 16, 16);
+    } else if (M >= 64) {
+        p.split_n = 0;
+        p.chunk = cpu_chunk(M, 32, 16, 8);
+    }
+    int64_t extent = p.split_n ? N : M;
+    p.n_tasks = extent > 0 ? (extent + p.chunk - 1) / p.chunk : 0;
+    return p;
+}
+
+/* x [..., K] (flattened to M rows), w [N, K] or [K, N], output [..., N] */
+static int prep_common(const cpu_compile_ctx *c, cpu_node *nd, int transposed_w, int n_w)
+{
+    const rlx_value_desc *x = cpu_val(c, 0), *o = cpu_out(c, 0);
+    if (cpu_need_f32(c, x, "x") || cpu_need_f32(c, o, "the output")) return RLX_ERR_INVALID;
+    if (x->shape.ndim < 1) return cpu_bad(c, "x must have at least one dim");
+    nd->K = x->shape.dims[x->shape.ndim - 1];
+    nd->M = nd->K ? cpu_numel(&x->shape) / nd->K : 0;
+    for (int i = 1; i <= n_w; i++) {
+        const rlx_value_desc *w = cpu_val(c, (uint32_t)i);
+        if (cpu_need_f32(c, w, "the weight")) return RLX_ERR_INVALID;
+        if (w->shape.ndim != 2) return cpu_bad(c, "weight %d must be 2-D", i);
+        int64_t wk = transposed_w ? w->shape.dims[1] : w->shape.dims[0];
+        int64_t wn = transposed_w ? w->shape.dims[0] : w->shape.dims[1];
+        if (wk != nd->K) return cpu_bad(c, "inner dims differ: x has %lld, weight %lld",
+                                        (long long)nd->K, (long long)wk);
+        if (i == 1) nd->N = wn;
+        else if (wn != nd->N) return cpu_bad(c, "the two weights have %lld and %lld outputs",
+                                             (long long)nd->N, (long long)wn);
+    }
+    if (nd->M > INT32_MAX || nd->N > INT32_MAX || nd->K > INT32_MAX)
+        return cpu_bad(c, "dims beyond 2^31 are not supported");
+    if (cpu_numel(&o->shape) != nd->M * nd->N || o->shape.ndim < 1 ||
+        o->shape.dims[o->shape.ndim - 1] != nd->N)
+        return cpu_bad(c, "output must be [..., %lld] with %lld elements", (long long)nd->N,
+                       (long long)(nd->M * nd->N));
+    return 0;
+}
+
+int cpu_prep_matmul(const cpu_compile_ctx *c, cpu_node *nd)
+{
+    if (cpu_need(c, 2, 3, 1) || prep_common(c, nd, 1, 1)) return RLX_ERR_INVALID;
+    const rlx_value_desc *b = cpu_val(c, 2);
+    if (b) {
+        if (cpu_need_f32(c, b, "bias")) return RLX_ERR_INVALID;
+        if (cpu_numel(&b->shape) != nd->N) return cpu_bad(c, "bias must have %lld elements", (long long)nd->N);
+        nd->bias_in = nd->in[2];
+    }
+    return 0;
+}
+
+int cpu_prep_matmul_nn(const cpu_compile_ctx *c, cpu_node *nd)
+{
+    return cpu_need(c, 2, 2, 1) || prep_common(c, nd, 0, 1) ? RLX_ERR_INVALID : 0;
+}
+
+int cpu_prep_linear_swiglu(const cpu_compile_ctx *c, cpu_node *nd)
+{
+    if (cpu_need(c, 3, 3, 1) || prep_common(c, nd, 1, 2)) return RLX_ERR_INVALID;
+    mm_plan p = plan_of(nd->M, nd->N, nd->K);
+    nd->scratch_floats = (size_t)(p.split_n ? nd->M * p.chunk : p.chunk * nd->N);
+    return 0;
+}
+
+/* y[rows, n0:n1) = x · w[n0:n1)ᵀ (+ bias) into y with row stride ldy */
+static void slice_nt(const cpu_isa *isa, const float *x, int64_t M, int64_t K, const float *w,
+                     int64_t n0, int64_t n1, const float *bias, float *y, int64_t ldy, int gemv)
+{
+    if (n1 <= n0 || M <= 0) return;
+    if (K == 0) {
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = n0; n < n1; n++) y[m * ldy + n] = bias ? bias[n] : 0.0f;
+        return;
+    }
+    if (gemv) {
+        for (int64_t m = 0; m < M; m += GEMV_MAX_M) {
+            int mm = (int)(M - m < GEMV_MAX_M ? M - m : GEMV_MAX_M);
+            isa->gemv(x + m * K, K, mm, K, w, n0, n1, bias, y + m * ldy, ldy);
+        }
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)(n1 - n0), (int)K, 1.0f, x,
+                (int)K, w + n0 * K, (int)K, 0.0f, y + n0, (int)ldy);
+    if (bias)
+        for (int64_t m = 0; m < M; m++)
+            isa->binary(CPU_BIN_ADD, y + m * ldy + n0, y + m * ldy + n0, bias + n0, n1 - n0);
+}
+
+typedef struct mm_job {
+    const cpu_run *r;
+    mm_plan p;
+    const float *x, *w, *w2, *bias;
+    float *y;
+    int nn; /* matmul_nn */
+} mm_job;
+
+static void mm_task(void *arg, int64_t t, int worker)
+{
+    mm_job *j = arg;
+    const cpu_node *nd = j->r->nd;
+    const cpu_isa *isa = j->r->be->isa;
+    int64_t M = nd->M, N = nd->N, K = nd->K;
+    int gemv = M <= GEMV_MAX_M;
+    int64_t lo = t * j->p.chunk, ext = j->p.split_n ? N : M;
+    int64_t hi = lo + j->p.chunk < ext ? lo + j->p.chunk : ext;
+    if (j->nn) {
+        if (j->p.split_n)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)(hi - lo), (int)K,
+                        1.0f, j->x, (int)K, j->w + lo, (int)N, 0.0f, j->y + lo, (int)N);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(hi - lo), (int)N, (int)K,
+                        1.0f, j->x + lo * K, (int)K, j->w, (int)N, 0.0f, j->y + lo * N, (int)N);
+        return;
+    }
+    if (!j->w2) {
+        if (j->p.split_n) slice_nt(isa, j->x, M, K, j->w, lo, hi, j->bias, j->y, N, gemv);
+        else slice_nt(isa, j->x + lo * K, hi - lo, K, j->w, 0, N, j->bias, j->y + lo * N, N, gemv);
+        return;
+    }
+    /* linear_swiglu: gate into y, up into this worker's scratch, then combine */
+    float *up = j->r->scratch + (size_t)worker * j->r->scratch_stride;
+    if (j->p.split_n) {
+        int64_t w = hi - lo;
+        slice_nt(isa, j->x, M, K, j->w, lo, hi, NULL, j->y, N, gemv);
+        slice_nt(isa, j->x, M, K, j->w2 + lo * K, 0, w, NULL, up, w, gemv);
+        for (int64_t m = 0; m < M; m++)
+            isa->swiglu(j->y + m * N + lo, j->y + m * N + lo, up + m * w, w);
+    } else {
+        int64_t rows = hi - lo;
+        slice_nt(isa, j->x + lo * K, rows, K, j->w, 0, N, NULL, j->y + lo * N, N, gemv);
+        slice_nt(isa, j->x + lo * K, rows, K, j->w2, 0, N, NULL, up, N, gemv);
+        isa->swiglu(j->y + lo * N, j->y + lo * N, up, rows * N);
+    }
+}
+
+static int run_mm(const cpu_run *r, int nn, int two)
+{
+    const cpu_node *nd = r->nd;
+    if (nd->M == 0 || nd->N == 0) return 0;
+    mm_job j = {r, plan_of(nd->M, nd->N, nd->K), CPU_F(r, 0), CPU_F(r, 1),
+                two ? CPU_F(r, 2) : NULL, nd->bias_in >= 0 ? (const float *)r->vp[nd->bias_in] : NULL,
+                CPU_O(r, 0), nn};
+    if (nn && nd->K == 0) {
+        memset(j.y, 0, (size_t)(nd->M * nd->N) * sizeof(float));
+        return 0;
+    }
+    cpu_parallel(r, j.p.n_tasks, mm_task, &j);
+    return 0;
+}
+
+int cpu_run_matmul(const cpu_run *r) { return run_mm(r, 0, 0); }
+int cpu_run_matmul_nn(const cpu_run *r) { return run_mm(r, 1, 0); }
+int cpu_run_linear_swiglu(const cpu_run *r) { return run_mm(r, 0, 1); }

@@ -1,0 +1,183 @@
+/* The op table (name -> compile-time check + kernel) and helpers shared by the kernels'
+ * prepare functions. */
+#include "cpu_backend.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const cpu_op_def op_table[] = {
+    {"rlx.embedding", cpu_prep_embedding, cpu_run_embedding},
+    {"rlx.matmul", cpu_prep_matmul, cpu_run_matmul},
+    {"rlx.matmul_nn", cpu_prep_matmul_nn, cpu_run_matmul_nn},
+    {"rlx.add", cpu_prep_binary, cpu_run_binary},
+    {"rlx.sub", cpu_prep_binary, cpu_run_binary},
+    {"rlx.mul", cpu_prep_binary, cpu_run_binary},
+    {"rlx.scale", cpu_prep_unary, cpu_run_unary},
+    {"rlx.add_scalar", cpu_prep_unary, cpu_run_unary},
+    {"rlx.silu", cpu_prep_unary, cpu_run_unary},
+    {"rlx.gelu", cpu_prep_unary, cpu_run_unary},
+    {"rlx.gelu_tanh", cpu_prep_unary, cpu_run_unary},
+    {"rlx.tanh", cpu_prep_unary, cpu_run_unary},
+    {"rlx.softcap", cpu_prep_unary, cpu_run_unary},
+    {"rlx.softmax", cpu_prep_softmax, cpu_run_softmax},
+    {"rlx.rms_norm", cpu_prep_rms_norm, cpu_run_rms_norm},
+    {"rlx.layer_norm", cpu_prep_layer_norm, cpu_run_layer_norm},
+    {"rlx.rope", cpu_prep_rope, cpu_run_rope},
+    {"rlx.attention", cpu_prep_attention, cpu_run_attention},
+    {"rlx.cache_write", cpu_prep_cache_write, cpu_run_cache_write},
+    {"rlx.transpose", cpu_prep_transpose, cpu_run_transpose},
+    {"rlx.concat", cpu_prep_concat, cpu_run_concat},
+    {"rlx.slice", cpu_prep_slice, cpu_run_slice},
+    {"rlx.last_row", cpu_prep_last_row, cpu_run_last_row},
+    {"rlx.copy", cpu_prep_copy, cpu_run_copy},
+    {"rlx.cast", cpu_prep_cast, cpu_run_cast},
+    {"rlx.swiglu", cpu_prep_gated, cpu_run_gated},
+    {"rlx.geglu_tanh", cpu_prep_gated, cpu_run_gated},
+    {"rlx.add_rms_norm", cpu_prep_add_rms_norm, cpu_run_add_rms_norm},
+    {"rlx.linear_swiglu", cpu_prep_linear_swiglu, cpu_run_linear_swiglu},
+};
+
+#define N_OPS (sizeof op_table / sizeof op_table[0])
+
+const char *const cpu_op_names[N_OPS + 1] = {
+    "rlx.embedding", "rlx.matmul", "rlx.matmul_nn", "rlx.add", "rlx.sub", "rlx.mul",
+    "rlx.scale", "rlx.add_scalar", "rlx.silu", "rlx.gelu", "rlx.gelu_tanh", "rlx.tanh",
+    "rlx.softcap", "rlx.softmax", "rlx.rms_norm", "rlx.layer_norm", "rlx.rope",
+    "rlx.attention", "rlx.cache_write", "rlx.transpose", "rlx.concat", "rlx.slice",
+    "rlx.last_row", "rlx.copy", "rlx.cast", "rlx.swiglu", "rlx.geglu_tanh",
+    "rlx.add_rms_norm", "rlx.linear_swiglu", NULL,
+};
+
+const cpu_op_def *cpu_op_find(const char *name)
+{
+    if (!name) return NULL;
+    for (size_t i = 0; i < N_OPS; i++)
+        if (strcmp(op_table[i].name, name) == 0) return &op_table[i];
+    return NULL;
+}
+
+int64_t cpu_numel(const rlx_shape *s)
+{
+    int64_t n = 1;
+    for (uint32_t i = 0; i < s->ndim && i < RLX_MAX_DIMS; i++) n *= s->dims[i];
+    return n;
+}
+
+size_t cpu_dtype_size(int dtype)
+{
+    switch (dtype) {
+    case RLX_F32: case RLX_I32: return 4;
+    case RLX_F16: case RLX_BF16: return 2;
+    case RLX_I64: return 8;
+    case RLX_U8: return 1;
+    default: return 0;
+    }
+}
+
+int cpu_bad(const cpu_compile_ctx *c, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return cpu_fail(c->d, RLX_ERR_INVALID, "cpu: node %u (%s): %s", c->index, c->node->op, msg);
+}
+
+const rlx_value_desc *cpu_val(const cpu_compile_ctx *c, uint32_t slot)
+{
+    if (slot >= c->node->n_inputs) return NULL;
+    int32_t id = c->node->inputs[slot];
+    if (id < 0 || (uint32_t)id >= c->prog->n_values) return NULL;
+    return &c->prog->values[id];
+}
+
+const rlx_value_desc *cpu_out(const cpu_compile_ctx *c, uint32_t slot)
+{
+    if (slot >= c->node->n_outputs) return NULL;
+    int32_t id = c->node->outputs[slot];
+    if (id < 0 || (uint32_t)id >= c->prog->n_values) return NULL;
+    return &c->prog->values[id];
+}
+
+int cpu_need(const cpu_compile_ctx *c, uint32_t min_in, uint32_t max_in, uint32_t n_out)
+{
+    const rlx_node_desc *n = c->node;
+    if (n->n_inputs < min_in || n->n_inputs > max_in)
+        return min_in == max_in ? cpu_bad(c, "takes %u inputs, got %u", min_in, n->n_inputs)
+                                : cpu_bad(c, "takes %u to %u inputs, got %u", min_in, max_in,
+                                          n->n_inputs);
+    if (n->n_outputs != n_out)
+        return cpu_bad(c, "has %u outputs, got %u", n_out, n->n_outputs);
+    for (uint32_t i = 0; i < n->n_inputs; i++) {
+        int32_t id = n->inputs[i];
+        if (i < min_in && (id < 0 || (uint32_t)id >= c->prog->n_values))
+            return cpu_bad(c, "input %u is value %d, outside the program's %u values", i, id,
+                           c->prog->n_values);
+        if (id >= 0 && (uint32_t)id >= c->prog->n_values)
+            return cpu_bad(c, "input %u is value %d, outside the program's %u values", i, id,
+                           c->prog->n_values);
+    }
+    for (uint32_t i = 0; i < n_out; i++) {
+        int32_t id = n->outputs[i];
+        if (id < 0 || (uint32_t)id >= c->prog->n_values)
+            return cpu_bad(c, "output %u is value %d, outside the program's %u values", i, id,
+                           c->prog->n_values);
+    }
+    return 0;
+}
+
+int cpu_need_f32(const cpu_compile_ctx *c, const rlx_value_desc *v, const char *what)
+{
+    if (v->dtype != RLX_F32) return cpu_bad(c, "%s must be f32 (dtype %d)", what, v->dtype);
+    return 0;
+}
+
+const rlx_attr *cpu_attr_find(const cpu_compile_ctx *c, const char *name)
+{
+    for (uint32_t i = 0; i < c->node->n_attrs; i++)
+        if (c->node->attrs[i].name && strcmp(c->node->attrs[i].name, name) == 0)
+            return &c->node->attrs[i];
+    return NULL;
+}
+
+int cpu_attr_int(const cpu_compile_ctx *c, const char *name, int64_t def, int64_t *out)
+{
+    const rlx_attr *a = cpu_attr_find(c, name);
+    if (!a) {
+        *out = def;
+        return 0;
+    }
+    if (a->kind != RLX_ATTR_INT) return cpu_bad(c, "attribute %s must be an int", name);
+    *out = a->i;
+    return 0;
+}
+
+int cpu_attr_float(const cpu_compile_ctx *c, const char *name, double def, double *out)
+{
+    const rlx_attr *a = cpu_attr_find(c, name);
+    if (!a) {
+        *out = def;
+        return 0;
+    }
+    if (a->kind == RLX_ATTR_FLOAT) *out = a->f;
+    else if (a->kind == RLX_ATTR_INT) *out = (double)a->i;
+    else return cpu_bad(c, "attribute %s must be a float", name);
+    return 0;
+}
+
+int64_t cpu_chunk(int64_t n, int64_t min_chunk, int64_t max_chunks, int64_t align)
+{
+    if (n <= 0) return 1;
+    int64_t chunks = n / min_chunk;
+    if (chunks > max_chunks) chunks = max_chunks;
+    if (chunks < 1) chunks = 1;
+    int64_t size = (n + chunks - 1) / chunks;
+    size = (size + align - 1) / align * align;
+    return size < 1 ? 1 : size;
+}
+
+void cpu_parallel(const cpu_run *r, int64_t n_tasks, cpu_task_fn fn, void *arg)
+{
+    cpu_pool_run(r->be->pool, n_tasks, fn, arg);
+}

@@ -1,0 +1,134 @@
+/* Flash-style attention: a block holds BQ query rows of one head and streams the keys in
+ * blocks of BK, keeping a running max and sum per row (online softmax), so no T×S matrix
+ * exists. TPR = 128/BQ consecutive threads share a row: each scores BK/TPR keys and owns
+ * DP/TPR output dims. DP is the head dim rounded up (zero padded). */
+#include "gpu_kernels.h"
+
+#define ATTN_THREADS 128
+
+template <int DP, int BQ, int BK>
+__global__ __launch_bounds__(ATTN_THREADS) static void k_attention(gpu_attn a)
+{
+    constexpr int TPR = ATTN_THREADS / BQ, NJ = BK / TPR, ND = DP / TPR;
+    __shared__ float Qs[BQ][DP + 1];
+    __shared__ float Ks[BK][DP + 1];
+    __shared__ float Vs[BK][DP];
+    __shared__ float Ps[BQ][BK + 1];
+
+    const int h = blockIdx.y, q0 = blockIdx.x * BQ, tid = threadIdx.x;
+    const int kvh = h / (a.nh / a.nkv), d = a.d;
+    const int64_t p = a.pos ? a.pos[0] : 0;
+    const int64_t kv_len = p + a.T < a.S ? p + a.T : a.S;
+
+    for (int idx = tid; idx < BQ * DP; idx += ATTN_THREADS) {
+        int r = idx / DP, c = idx % DP, t = q0 + r;
+        Qs[r][c] = (t < a.T && c < d) ? a.q[((int64_t)t * a.nh + h) * d + c] : 0.0f;
+    }
+
+    const int r = tid / TPR, lane = tid % TPR, t = q0 + r;
+    const int64_t at = p + t; /* absolute position of this row */
+    int64_t hi = kv_len, lo = 0;
+    if (a.causal) {
+        int64_t last = p + (q0 + BQ < a.T ? q0 + BQ : a.T) - 1;
+        if (last + 1 < hi)
+            hi = last + 1;
+    }
+    if (a.window > 0 && p + q0 - a.window + 1 > 0)
+        lo = p + q0 - a.window + 1;
+
+    float m = -INFINITY, l = 0.0f, acc[ND];
+#pragma unroll
+    for (int i = 0; i < ND; i++)
+        acc[i] = 0.0f;
+
+    for (int64_t kb = lo; kb < hi; kb += BK) {
+        __syncthreads(); /* previous tiles fully consumed (and Qs written, first time) */
+        for (int idx = tid; idx < BK * DP; idx += ATTN_THREADS) {
+            int c = idx / DP, dd = idx % DP;
+            int64_t j = kb + c;
+            bool ok = j < hi && dd < d;
+            int64_t off = (j * a.nkv + kvh) * d + dd;
+            Ks[c][dd] = ok ? a.k[off] : 0.0f;
+            Vs[c][dd] = ok ? a.v[off] : 0.0f;
+        }
+        __syncthreads();
+
+        float sc[NJ];
+#pragma unroll
+        for (int jj = 0; jj < NJ; jj++)
+            sc[jj] = 0.0f;
+#pragma unroll 8
+        for (int k = 0; k < DP; k++) {
+            float qv = Qs[r][k];
+#pragma unroll
+            for (int jj = 0; jj < NJ; jj++)
+                sc[jj] += qv * Ks[lane + TPR * jj][k];
+        }
+        float mx = -INFINITY;
+#pragma unroll
+        for (int jj = 0; jj < NJ; jj++) {
+            int64_t j = kb + lane + TPR * jj;
+            bool ok = t < a.T && j < kv_len && (!a.causal || j <= at) &&
+                      (a.window <= 0 || j > at - a.window);
+            float s = sc[jj] * a.scale;
+            if (a.softcap > 0.0f)
+                s = a.softcap * tanhf(s / a.softcap);
+            if (ok && a.mask)
+                s += a.mask[(int64_t)t * a.S + j];
+            sc[jj] = ok ? s : -INFINITY;
+            mx = fmaxf(mx, sc[jj]);
+        }
+#pragma unroll
+        for (int w = TPR / 2; w > 0; w >>= 1)
+            mx = fmaxf(mx, RLX_SHFL_XOR(mx, w, TPR));
+        float mn = fmaxf(m, mx);
+        float alpha = (mn == -INFINITY) ? 1.0f : expf(m - mn);
+        float ps = 0.0f;
+#pragma unroll
+        for (int jj = 0; jj < NJ; jj++) {
+            float pj = (sc[jj] == -INFINITY) ? 0.0f : expf(sc[jj] - mn);
+            Ps[r][lane + TPR * jj] = pj;
+            ps += pj;
+        }
+#pragma unroll
+        for (int w = TPR / 2; w > 0; w >>= 1)
+            ps += RLX_SHFL_XOR(ps, w, TPR);
+        l = l * alpha + ps;
+        m = mn;
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < ND; i++)
+            acc[i] *= alpha;
+        for (int c = 0; c < BK; c++) {
+            float pc = Ps[r][c];
+#pragma unroll
+            for (int i = 0; i < ND; i++)
+                acc[i] += pc * Vs[c][lane + TPR * i];
+        }
+    }
+    if (t >= a.T)
+        return;
+    float inv = l > 0.0f ? 1.0f / l : 0.0f;
+#pragma unroll
+    for (int i = 0; i < ND; i++) {
+        int dd = lane + TPR * i;
+        if (dd < d)
+            a.o[((int64_t)t * a.nh + h) * d + dd] = acc[i] * inv;
+    }
+}
+
+template <int DP, int BQ, int BK> static void launch(gpuStream_t s, const gpu_attn *a)
+{
+    dim3 grid((unsigned)((a->T + BQ - 1) / BQ), (unsigned)a->nh);
+    RLX_LAUNCH((k_attention<DP, BQ, BK>), grid, ATTN_THREADS, 0, s)(*a);
+}
+
+void gpu_attention(gpuStream_t s, const gpu_attn *a)
+{
+    if (a->d <= 64)
+        launch<64, 64, 32>(s, a);
+    else if (a->d <= 128)
+        launch<128, 32, 16>(s, a);
+    else
+        launch<256, 16, 8>(s, a);
+}

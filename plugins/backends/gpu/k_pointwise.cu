@@ -1,0 +1,206 @@
+/* Elementwise, lookup and layout kernels: one thread per element, grid-stride loops. */
+#include "gpu_kernels.h"
+
+#define PW_THREADS 256
+
+static unsigned pw_blocks(int64_t n)
+{
+    int64_t b = (n + PW_THREADS - 1) / PW_THREADS;
+    if (b < 1)
+        b = 1;
+    return (unsigned)(b > 65535 * 8 ? 65535 * 8 : b);
+}
+
+#define GRID_STRIDE(i, n)                                                                     \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                \
+         i += (int64_t)gridDim.x * blockDim.x)
+
+__device__ static inline float gelu_tanh_f(float x)
+{
+    const float c = 0.7978845608028654f; /* sqrt(2/pi) */
+    return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
+}
+
+__device__ static inline float silu_f(float x) { return x / (1.0f + expf(-x)); }
+
+__global__ static void k_unary(int op, const float *x, float *y, int64_t n, float p)
+{
+    GRID_STRIDE(i, n)
+    {
+        float v = x[i], r;
+        switch (op) {
+        case GU_SCALE: r = v * p; break;
+        case GU_ADD_SCALAR: r = v + p; break;
+        case GU_SILU: r = silu_f(v); break;
+        case GU_GELU: r = 0.5f * v * (1.0f + erff(v * 0.7071067811865476f)); break;
+        case GU_GELU_TANH: r = gelu_tanh_f(v); break;
+        case GU_TANH: r = tanhf(v); break;
+        default: r = p * tanhf(v / p); break; /* GU_SOFTCAP */
+        }
+        y[i] = r;
+    }
+}
+
+void gpu_unary(gpuStream_t s, int op, const float *x, float *y, int64_t n, float p)
+{
+    RLX_LAUNCH(k_unary, pw_blocks(n), PW_THREADS, 0, s)(op, x, y, n, p);
+}
+
+__global__ static void k_binary(int op, const float *a, const float *b, float *y, int64_t n,
+                                int64_t nb)
+{
+    GRID_STRIDE(i, n)
+    {
+        float u = a[i], v = b[nb == n ? i : i % nb], r;
+        switch (op) {
+        case GB_ADD: r = u + v; break;
+        case GB_SUB: r = u - v; break;
+        case GB_MUL: r = u * v; break;
+        case GB_SWIGLU: r = silu_f(u) * v; break;
+        default: r = gelu_tanh_f(u) * v; break; /* GB_GEGLU_TANH */
+        }
+        y[i] = r;
+    }
+}
+
+void gpu_binary(gpuStream_t s, int op, const float *a, const float *b, float *y, int64_t n,
+                int64_t nb)
+{
+    RLX_LAUNCH(k_binary, pw_blocks(n), PW_THREADS, 0, s)(op, a, b, y, n, nb);
+}
+
+__global__ static void k_cast(const void *x, int from_i32, void *y, int to_i32, int64_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        if (from_i32 && to_i32)
+            ((int32_t *)y)[i] = ((const int32_t *)x)[i];
+        else if (from_i32)
+            ((float *)y)[i] = (float)((const int32_t *)x)[i];
+        else if (to_i32)
+            ((int32_t *)y)[i] = (int32_t)((const float *)x)[i]; /* truncation, as C */
+        else
+            ((float *)y)[i] = ((const float *)x)[i];
+    }
+}
+
+void gpu_cast(gpuStream_t s, const void *x, int from_i32, void *y, int to_i32, int64_t n)
+{
+    RLX_LAUNCH(k_cast, pw_blocks(n), PW_THREADS, 0, s)(x, from_i32, y, to_i32, n);
+}
+
+__global__ static void k_bias_add(float *y, const float *bias, int64_t total, int64_t n)
+{
+    GRID_STRIDE(i, total) y[i] += bias[i % n];
+}
+
+void gpu_bias_add(gpuStream_t s, float *y, const float *bias, int64_t rows, int64_t n)
+{
+    RLX_LAUNCH(k_bias_add, pw_blocks(rows * n), PW_THREADS, 0, s)(y, bias, rows * n, n);
+}
+
+__device__ static void record_error(int *err, int code, int value, int node)
+{
+    if (atomicCAS(&err[0], 0, code) == 0) {
+        err[1] = value;
+        err[2] = node;
+    }
+}
+
+__global__ static void k_embedding(const float *table, const int32_t *ids, float *y, int64_t T,
+                                   int64_t V, int64_t H, int *err, int node)
+{
+    GRID_STRIDE(i, T * H)
+    {
+        int64_t t = i / H, h = i - t * H;
+        int32_t id = ids[t];
+        if (id < 0 || id >= V) {
+            if (h == 0)
+                record_error(err, GPU_ERR_EMBED_ID, id, node);
+            y[i] = 0.0f;
+        } else {
+            y[i] = table[(int64_t)id * H + h];
+        }
+    }
+}
+
+void gpu_embedding(gpuStream_t s, const float *table, const int32_t *ids, float *y, int64_t T,
+                   int64_t V, int64_t H, int *err, int node)
+{
+    RLX_LAUNCH(k_embedding, pw_blocks(T * H), PW_THREADS, 0, s)(table, ids, y, T, V, H, err,
+                                                                 node);
+}
+
+__global__ static void k_cache_write(float *cache, const float *x, const int32_t *pos, int64_t S,
+                                     int64_t T, int64_t row, int *err, int node)
+{
+    int64_t p = pos[0];
+    if (p < 0 || p + T > S) {
+        if (blockIdx.x == 0 && threadIdx.x == 0)
+            record_error(err, GPU_ERR_CACHE_ROWS, (int)p, node);
+        return;
+    }
+    GRID_STRIDE(i, T * row) cache[p * row + i] = x[i];
+}
+
+void gpu_cache_write(gpuStream_t s, float *cache, const float *x, const int32_t *pos, int64_t S,
+                     int64_t T, int64_t row_elems, int *err, int node)
+{
+    RLX_LAUNCH(k_cache_write, pw_blocks(T * row_elems), PW_THREADS, 0, s)(cache, x, pos, S, T,
+                                                                           row_elems, err, node);
+}
+
+__global__ static void k_transpose(const uint32_t *x, uint32_t *y, int64_t n, gpu_perm p)
+{
+    GRID_STRIDE(i, n)
+    {
+        int64_t rem = i, src = 0;
+        for (int a = p.ndim - 1; a >= 0; a--) {
+            int64_t c = rem % p.out_dims[a];
+            rem /= p.out_dims[a];
+            src += c * p.in_strides[a];
+        }
+        y[i] = x[src];
+    }
+}
+
+void gpu_transpose(gpuStream_t s, const void *x, void *y, int64_t n, const gpu_perm *p)
+{
+    RLX_LAUNCH(k_transpose, pw_blocks(n), PW_THREADS, 0, s)((const uint32_t *)x, (uint32_t *)y,
+                                                             n, *p);
+}
+
+__global__ static void k_concat(const uint32_t *a, const uint32_t *b, uint32_t *y, int64_t outer,
+                                int64_t ia, int64_t ib)
+{
+    int64_t io = ia + ib;
+    GRID_STRIDE(i, outer * io)
+    {
+        int64_t o = i / io, r = i - o * io;
+        y[i] = r < ia ? a[o * ia + r] : b[o * ib + (r - ia)];
+    }
+}
+
+void gpu_concat(gpuStream_t s, const void *a, const void *b, void *y, int64_t outer, int64_t ia,
+                int64_t ib)
+{
+    RLX_LAUNCH(k_concat, pw_blocks(outer * (ia + ib)), PW_THREADS, 0, s)(
+        (const uint32_t *)a, (const uint32_t *)b, (uint32_t *)y, outer, ia, ib);
+}
+
+__global__ static void k_slice(const uint32_t *x, uint32_t *y, int64_t outer, int64_t in_inner,
+                               int64_t start_off, int64_t out_inner)
+{
+    GRID_STRIDE(i, outer * out_inner)
+    {
+        int64_t o = i / out_inner, r = i - o * out_inner;
+        y[i] = x[o * in_inner + start_off + r];
+    }
+}
+
+void gpu_slice(gpuStream_t s, const void *x, void *y, int64_t outer, int64_t in_inner,
+               int64_t start_off, int64_t out_inner)
+{
+    RLX_LAUNCH(k_slice, pw_blocks(outer * out_inner), PW_THREADS, 0, s)(
+        (const uint32_t *)x, (uint32_t *)y, outer, in_inner, start_off, out_inner);
+}

@@ -1,0 +1,91 @@
+/* One spelling for the CUDA and HIP runtimes: the shared kernels and backend code use
+ * the gpu* names below; RLX_GPU_HIP (set by the ROCm build) selects HIP. Both compilers
+ * accept the <<<grid, block, smem, stream>>> launch syntax, wrapped in RLX_LAUNCH. */
+#ifndef RLX_GPU_COMPAT_H
+#define RLX_GPU_COMPAT_H
+
+#if defined(RLX_GPU_HIP)
+#include <hip/hip_runtime.h>
+typedef hipError_t gpuError_t;
+typedef hipStream_t gpuStream_t;
+typedef hipDeviceProp_t gpuDeviceProp;
+typedef hipGraph_t gpuGraph_t;
+typedef hipGraphExec_t gpuGraphExec_t;
+#define gpuSuccess hipSuccess
+#define gpuGetDeviceCount hipGetDeviceCount
+#define gpuGetDeviceProperties hipGetDeviceProperties
+/* HIP 5.2's hipGetErrorString gives the enum name for some codes; the runtime's own
+ * sentence for the no-device case is what users search for. */
+static inline const char *rlx_hip_error_text(hipError_t e)
+{
+    return e == hipErrorNoDevice ? "no ROCm-capable device is detected" : hipGetErrorString(e);
+}
+#define gpuGetErrorString rlx_hip_error_text
+#define gpuGetLastError hipGetLastError
+#define gpuSetDevice hipSetDevice
+#define gpuMalloc hipMalloc
+#define gpuFree hipFree
+#define gpuHostAlloc(p, n) hipHostMalloc((p), (n), 0)
+#define gpuFreeHost hipHostFree
+#define gpuMemcpyAsync hipMemcpyAsync
+#define gpuMemsetAsync hipMemsetAsync
+#define gpuMemcpyHostToDevice hipMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+#define gpuStreamCreateWithFlags hipStreamCreateWithFlags
+#define gpuStreamNonBlocking hipStreamNonBlocking
+#define gpuStreamDestroy hipStreamDestroy
+#define gpuStreamSynchronize hipStreamSynchronize
+#define gpuDriverGetVersion hipDriverGetVersion
+#define gpuRuntimeGetVersion hipRuntimeGetVersion
+#define gpuStreamBeginCapture(s) hipStreamBeginCapture((s), hipStreamCaptureModeThreadLocal)
+#define gpuStreamEndCapture hipStreamEndCapture
+#define gpuGraphInstantiate(e, g) hipGraphInstantiate((e), (g), NULL, NULL, 0)
+#define gpuGraphLaunch hipGraphLaunch
+#define gpuGraphDestroy hipGraphDestroy
+#define gpuGraphExecDestroy hipGraphExecDestroy
+#define RLX_GPU_VENDOR "rocm"
+#define RLX_GPU_COUNT_FN "hipGetDeviceCount"
+#define RLX_SHFL_XOR(v, m, w) __shfl_xor((v), (m), (w))
+#else
+#include <cuda_runtime.h>
+typedef cudaError_t gpuError_t;
+typedef cudaStream_t gpuStream_t;
+typedef cudaDeviceProp gpuDeviceProp;
+typedef cudaGraph_t gpuGraph_t;
+typedef cudaGraphExec_t gpuGraphExec_t;
+#define gpuSuccess cudaSuccess
+#define gpuGetDeviceCount cudaGetDeviceCount
+#define gpuGetDeviceProperties cudaGetDeviceProperties
+#define gpuGetErrorString cudaGetErrorString
+#define gpuGetLastError cudaGetLastError
+#define gpuSetDevice cudaSetDevice
+#define gpuMalloc cudaMalloc
+#define gpuFree cudaFree
+#define gpuHostAlloc(p, n) cudaMallocHost((p), (n))
+#define gpuFreeHost cudaFreeHost
+#define gpuMemcpyAsync cudaMemcpyAsync
+#define gpuMemsetAsync cudaMemsetAsync
+#define gpuMemcpyHostToDevice cudaMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define gpuMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define gpuStreamCreateWithFlags cudaStreamCreateWithFlags
+#define gpuStreamNonBlocking cudaStreamNonBlocking
+#define gpuStreamDestroy cudaStreamDestroy
+#define gpuStreamSynchronize cudaStreamSynchronize
+#define gpuDriverGetVersion cudaDriverGetVersion
+#define gpuRuntimeGetVersion cudaRuntimeGetVersion
+#define gpuStreamBeginCapture(s) cudaStreamBeginCapture((s), cudaStreamCaptureModeThreadLocal)
+#define gpuStreamEndCapture cudaStreamEndCapture
+#define gpuGraphInstantiate(e, g) cudaGraphInstantiate((e), (g), 0)
+#define gpuGraphLaunch cudaGraphLaunch
+#define gpuGraphDestroy cudaGraphDestroy
+#define gpuGraphExecDestroy cudaGraphExecDestroy
+#define RLX_GPU_VENDOR "cuda"
+#define RLX_GPU_COUNT_FN "cudaGetDeviceCount"
+#define RLX_SHFL_XOR(v, m, w) __shfl_xor_sync(0xffffffffu, (v), (m), (w))
+#endif
+
+#define RLX_LAUNCH(kernel, grid, block, smem, stream) kernel<<<(grid), (block), (smem), (stream)>>>
+
+#endif

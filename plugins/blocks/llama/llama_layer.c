@@ -1,0 +1,159 @@
+/* LLaMA decoder layers. Both read "hidden", write "hidden", and keep K/V in the layer's
+ * cache states (cache.{i}.k / cache.{i}.v) through rlx.cache_write, so the same layer
+ * serves prefill (which fills the cache) and decode (which extends it).
+ *  - llama.decoder_layer: one block; composites (rlx.add_rms_norm, rlx.swiglu) under the
+ *    "direct" policy, primitives under "fusable".
+ *  - llama.decoder_layer_composed: the same layer as the sequence of core blocks
+ *    (residual_save, rms_norm, attention, residual_add, ...), always primitives.
+ *  - llama.kv_tap: exposes a layer's written cache as outputs (prefill cache export).
+ * The attention leaves the written cache values in the slots "cache.{i}.k"/".v". */
+#include "llama_blocks.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct layer_args {
+    const char *prefix;
+    char cache[BLK_NAME_MAX];
+    char attn_prefix[BLK_NAME_MAX], mlp_prefix[BLK_NAME_MAX];
+    char in_norm[BLK_NAME_MAX], post_norm[BLK_NAME_MAX];
+    double eps;
+    int64_t intermediate;
+    int mlp_bias;
+    blk_attn_args attn;
+} layer_args;
+
+/* "model.layers.12." -> 12: the layer index when the flow gives no "cache" parameter */
+static int index_from_prefix(const char *prefix)
+{
+    const char *end = prefix + strlen(prefix);
+    while (end > prefix && (end[-1] < '0' || end[-1] > '9')) end--;
+    const char *start = end;
+    while (start > prefix && start[-1] >= '0' && start[-1] <= '9') start--;
+    if (start == end || end - start > 6) return -1;
+    return atoi(start);
+}
+
+static int layer_setup(const blk_em *e, layer_args *L)
+{
+    const rlx_host_api *h = e->h;
+    const rlx_model_config *cfg = h->model_config(e->c);
+    L->prefix = h->param_str(e->c, "prefix", NULL);
+    if (!L->prefix) return h->fail(e->c, "%s: needs the parameter 'prefix' (e.g. model.layers.{i}.)", e->who);
+    const char *cache = h->param_str(e->c, "cache", NULL);
+    if (cache) {
+        if (blk_join(e, L->cache, cache, "") < 0) return RLX_ERR_INVALID;
+    } else {
+        int i = index_from_prefix(L->prefix);
+        if (i < 0)
+            return h->fail(e->c, "%s: needs the parameter 'cache' (no layer index in prefix '%s')",
+                           e->who, L->prefix);
+        snprintf(L->cache, sizeof L->cache, "cache.%d", i);
+    }
+    if (blk_join(e, L->attn_prefix, L->prefix, "self_attn.") < 0 ||
+        blk_join(e, L->mlp_prefix, L->prefix, "mlp.") < 0 ||
+        blk_join(e, L->in_norm, L->prefix, "input_layernorm.weight") < 0 ||
+        blk_join(e, L->post_norm, L->prefix, "post_attention_layernorm.weight") < 0)
+        return RLX_ERR_INVALID;
+    L->eps = h->param_float(e->c, "eps", cfg->norm_eps);
+    L->intermediate = cfg->intermediate_size;
+    L->mlp_bias = cfg->mlp_bias;
+    int64_t head_dim = cfg->head_dim > 0 ? cfg->head_dim
+                       : cfg->num_heads > 0 ? cfg->hidden_size / cfg->num_heads : 0;
+    const char *rope = h->param_str(e->c, "rope", "rope.inv_freq");
+    L->attn = (blk_attn_args){
+        .prefix = L->attn_prefix,
+        .num_heads = cfg->num_heads,
+        .num_kv_heads = cfg->num_kv_heads > 0 ? cfg->num_kv_heads : cfg->num_heads,
+        .head_dim = head_dim,
+        .hidden = cfg->hidden_size,
+        .bias = cfg->attention_bias,
+        .qk_norm = (int)h->param_int(e->c, "qk_norm", 0),
+        .qk_norm_eps = L->eps,
+        .inv_freq_slot = rope && *rope ? rope : NULL,
+        .causal = 1,
+        .cache = L->cache,
+    };
+    if (L->attn.num_heads <= 0 || head_dim <= 0 || L->attn.num_heads % L->attn.num_kv_heads)
+        return h->fail(e->c, "%s: config.json: num_attention_heads %lld is not a multiple of "
+                       "num_key_value_heads %lld", e->who, (long long)L->attn.num_heads,
+                       (long long)L->attn.num_kv_heads);
+    return 0;
+}
+
+static int decoder_layer(rlx_ctx *c, const rlx_host_api *h)
+{
+    blk_em e = {c, h, "llama.decoder_layer"};
+    layer_args L;
+    int rc = layer_setup(&e, &L);
+    if (rc) return rc;
+    int32_t x = blk_slot(&e, "hidden");
+    if (x < 0) return RLX_ERR_INVALID;
+    int32_t n1 = blk_rms_norm(&e, x, L.in_norm, L.eps, 0);
+    int32_t a = n1 < 0 ? -1 : blk_self_attention(&e, n1, &L.attn);
+    int32_t s, n2;
+    if (a < 0 || blk_add_rms_norm(&e, x, a, L.post_norm, L.eps, 0, &s, &n2) != 0)
+        return RLX_ERR_INVALID;
+    int32_t m = blk_swiglu_mlp(&e, n2, L.mlp_prefix, L.intermediate, L.mlp_bias);
+    int32_t out = blk_op2(&e, "rlx.add", s, m);
+    if (out < 0) return RLX_ERR_INVALID;
+    return h->slot_set(c, "hidden", out) == 0 ? 0 : RLX_ERR_INVALID;
+}
+
+/* The steps of core blocks, through the same slots the core blocks use. */
+static int decoder_layer_composed(rlx_ctx *c, const rlx_host_api *h)
+{
+    blk_em e = {c, h, "llama.decoder_layer_composed"};
+    layer_args L;
+    int rc = layer_setup(&e, &L);
+    if (rc) return rc;
+    /* residual_save; rms_norm(input_layernorm); attention; residual_add */
+    int32_t x = blk_slot(&e, "hidden");
+    if (x < 0 || h->slot_set(c, "residual", x) != 0) return RLX_ERR_INVALID;
+    int32_t y = blk_rms_norm(&e, x, L.in_norm, L.eps, 0);
+    y = y < 0 ? -1 : blk_self_attention(&e, y, &L.attn);
+    y = blk_op2(&e, "rlx.add", y, blk_slot(&e, "residual"));
+    /* residual_save; rms_norm(post_attention_layernorm); swiglu; residual_add */
+    if (y < 0 || h->slot_set(c, "residual", y) != 0) return RLX_ERR_INVALID;
+    y = blk_rms_norm(&e, y, L.post_norm, L.eps, 0);
+    y = y < 0 ? -1 : blk_swiglu_mlp(&e, y, L.mlp_prefix, L.intermediate, L.mlp_bias);
+    y = blk_op2(&e, "rlx.add", y, blk_slot(&e, "residual"));
+    if (y < 0) return RLX_ERR_INVALID;
+    return h->slot_set(c, "hidden", y) == 0 ? 0 : RLX_ERR_INVALID;
+}
+
+const rlx_block blk_llama_decoder_layer = {
+    (uint32_t)RLX_STRUCT_SIZE(rlx_block, emit), "llama.decoder_layer",
+    "LLaMA decoder layer (pre-norm attention + SwiGLU MLP) over the layer's KV cache",
+    "prefix: str (model.layers.{i}.); cache: str (cache.{i}: states cache.{i}.k/.v); "
+    "eps: float (config); rope: slot (rope.inv_freq); qk_norm: int (0)",
+    decoder_layer};
+
+const rlx_block blk_llama_decoder_layer_composed = {
+    (uint32_t)RLX_STRUCT_SIZE(rlx_block, emit), "llama.decoder_layer_composed",
+    "the LLaMA decoder layer composed from the core blocks' emitters (always primitives)",
+    "prefix: str (model.layers.{i}.); cache: str (cache.{i}); eps: float; rope: slot; qk_norm: int",
+    decoder_layer_composed};
+
+/* Outputs a layer's written K/V cache (rows past the tokens seen are zeros). */
+static int kv_tap(rlx_ctx *c, const rlx_host_api *h)
+{
+    blk_em e = {c, h, "llama.kv_tap"};
+    const char *cache = h->param_str(c, "cache", NULL);
+    if (!cache) return h->fail(c, "llama.kv_tap: needs the parameter 'cache' (e.g. cache.{i})");
+    char ks[BLK_NAME_MAX], vs[BLK_NAME_MAX];
+    if (blk_join(&e, ks, cache, ".k") < 0 || blk_join(&e, vs, cache, ".v") < 0)
+        return RLX_ERR_INVALID;
+    int32_t k = blk_slot(&e, ks), v = blk_slot(&e, vs);
+    if (k < 0 || v < 0) return RLX_ERR_INVALID;
+    if (h->emit_output(c, h->param_str(c, "k_out", ks), k) != 0 ||
+        h->emit_output(c, h->param_str(c, "v_out", vs), v) != 0)
+        return RLX_ERR_INVALID;
+    return 0;
+}
+
+const rlx_block blk_llama_kv_tap = {
+    (uint32_t)RLX_STRUCT_SIZE(rlx_block, emit), "llama.kv_tap",
+    "exports a layer's KV cache (after this flow's writes) as two outputs",
+    "cache: str (cache.{i}); k_out, v_out: str (output names; default cache.{i}.k / .v)",
+    kv_tap};

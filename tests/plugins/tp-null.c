@@ -1,0 +1,3 @@
+/* Refused: its entry point declines (returns NULL). */
+#include "tp.h"
+TP_EXPORT { (void)host; return NULL; }

@@ -1,0 +1,872 @@
+/* Every op of a GPU backend plugin against a naive double-precision reference.
+ *
+ * Standalone on purpose (no librlx, no Check): the device machines lack the project's
+ * dev packages, so this program carries a minimal host table and only dlopens the
+ * plugin. Exit 77 (skip) only when the plugin's probe reports no device; 0 when every
+ * check passes; 1 otherwise. RLX_GPU_BENCH=1 also times sgemm and attention.
+ * Usage: test_gpu_ops [plugin.so ...] (default: the plugins configure built). */
+#define _GNU_SOURCE
+#include "rlx/plugin.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int failures, checks;
+static uint64_t rng_state;
+
+static double rnd(void) /* uniform in [-1, 1) */
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(rng_state >> 11) / (double)(1ull << 53) * 2.0 - 1.0;
+}
+
+static void host_log(int level, const char *who, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "[%d %s] ", level, who ? who : "?");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static void host_diag_set(rlx_diag *d, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->msg, sizeof d->msg, fmt, ap);
+    va_end(ap);
+    d->code = code;
+}
+
+/* ---------------------------------------------------------------- tensors */
+
+typedef struct tens {
+    int dtype; /* RLX_F32 or RLX_I32 */
+    rlx_shape shape;
+    float *f;
+    int32_t *i;
+} tens;
+
+static int64_t tnumel(const tens *t)
+{
+    int64_t n = 1;
+    for (uint32_t k = 0; k < t->shape.ndim; k++)
+        n *= t->shape.dims[k];
+    return n;
+}
+
+static tens mk(int dtype, int ndim, int64_t d0, int64_t d1, int64_t d2)
+{
+    tens t;
+    memset(&t, 0, sizeof t);
+    t.dtype = dtype;
+    t.shape.ndim = (uint32_t)ndim;
+    int64_t dd[3] = {d0, d1, d2};
+    for (int k = 0; k < ndim; k++)
+        t.shape.dims[k] = dd[k];
+    int64_t n = tnumel(&t);
+    if (dtype == RLX_I32)
+        t.i = calloc((size_t)n + 1, 4);
+    else
+        t.f = calloc((size_t)n + 1, 4);
+    return t;
+}
+
+static tens rand_f(int ndim, int64_t d0, int64_t d1, int64_t d2, double amp)
+{
+    tens t = mk(RLX_F32, ndim, d0, d1, d2);
+    for (int64_t k = 0; k < tnumel(&t); k++)
+        t.f[k] = (float)(rnd() * amp);
+    return t;
+}
+
+static void tfree(tens *t)
+{
+    free(t->f);
+    free(t->i);
+}
+
+static void *tdata(const tens *t) { return t->dtype == RLX_I32 ? (void *)t->i : (void *)t->f; }
+
+/* ---------------------------------------------------------------- plugin */
+
+typedef struct gpu {
+    const rlx_backend *b;
+    void *be;
+    const char *label;
+} gpu;
+
+/* Runs one node: ins uploaded, outs poisoned with NaN, executed, outs downloaded.
+ * alias0: output 0 uses input 0's buffer (cache_write). Returns the execute status. */
+static int run_node(gpu *g, const char *op, tens *ins, int n_in, tens *outs, int n_out,
+                    const rlx_attr *attrs, int n_attrs, int alias0, rlx_diag *d)
+{
+    rlx_value_desc vals[12];
+    int32_t in_ids[8], out_ids[2];
+    void *ptrs[12];
+    int nv = n_in + n_out, rc;
+    memset(vals, 0, sizeof vals);
+    memset(d, 0, sizeof *d);
+    d->struct_size = sizeof *d;
+    for (int k = 0; k < nv; k++) {
+        tens *t = k < n_in ? &ins[k] : &outs[k - n_in];
+        vals[k].struct_size = sizeof vals[k];
+        vals[k].kind = k < n_in ? RLX_VALUE_INPUT : RLX_VALUE_OUTPUT;
+        vals[k].dtype = t->dtype;
+        vals[k].shape = t->shape;
+        vals[k].name = "v";
+        if (k < n_in)
+            in_ids[k] = k;
+        else
+            out_ids[k - n_in] = k;
+    }
+    rlx_node_desc node = {sizeof node, op, in_ids, (uint32_t)n_in, out_ids, (uint32_t)n_out,
+                          attrs, (uint32_t)n_attrs};
+    rlx_program prog = {sizeof prog, vals, (uint32_t)nv, &node, 1, 0};
+    void *exe = NULL;
+    if ((rc = g->b->compile(g->be, &prog, &exe, d)) != 0)
+        return rc;
+    for (int k = 0; k < nv; k++) {
+        tens *t = k < n_in ? &ins[k] : &outs[k - n_in];
+        size_t bytes = (size_t)tnumel(t) * 4;
+        if (k == n_in && alias0) {
+            ptrs[k] = ptrs[0];
+            continue;
+        }
+        ptrs[k] = g->b->alloc(g->be, bytes, d);
+        if (!ptrs[k]) {
+            fprintf(stderr, "alloc failed: %s\n", d->msg);
+            exit(1);
+        }
+        if (k < n_in) {
+            rc = g->b->upload(g->be, ptrs[k], tdata(t), bytes, d);
+        } else {
+            void *poison = malloc(bytes + 4);
+            memset(poison, 0xff, bytes + 4); /* NaN: an unwritten element fails the check */
+            rc = g->b->upload(g->be, ptrs[k], poison, bytes, d);
+            free(poison);
+        }
+        if (rc) {
+            fprintf(stderr, "upload failed: %s\n", d->msg);
+            exit(1);
+        }
+    }
+    /* twice, outputs poisoned again in between: the second run replays a captured graph */
+    for (int rep = 0; rep < 2 && !rc; rep++) {
+        for (int k = n_in + (alias0 ? 1 : 0); rep && k < nv; k++) {
+            size_t bytes = (size_t)tnumel(&outs[k - n_in]) * 4;
+            void *poison = malloc(bytes + 4);
+            memset(poison, 0xff, bytes + 4);
+            rc = g->b->upload(g->be, ptrs[k], poison, bytes, d);
+            free(poison);
+        }
+        if (!rc)
+            rc = g->b->execute(g->be, exe, ptrs, d);
+        if (!rc)
+            rc = g->b->sync(g->be, d);
+    }
+    for (int k = 0; !rc && k < n_out; k++)
+        rc = g->b->download(g->be, tdata(&outs[k]), ptrs[n_in + k], (size_t)tnumel(&outs[k]) * 4,
+                            d);
+    for (int k = 0; k < nv; k++)
+        if (!(k == n_in && alias0))
+            g->b->free(g->be, ptrs[k]);
+    g->b->release(g->be, exe);
+    return rc;
+}
+
+static double rel_l2(const tens *out, const double *ref)
+{
+    double num = 0, den = 0;
+    for (int64_t k = 0; k < tnumel(out); k++) {
+        double v = out->dtype == RLX_I32 ? (double)out->i[k] : (double)out->f[k];
+        num += (v - ref[k]) * (v - ref[k]);
+        den += ref[k] * ref[k];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static void report(gpu *g, const char *what, double err, double tol)
+{
+    checks++;
+    int ok = err < tol; /* NaN fails */
+    if (!ok)
+        failures++;
+    printf("%-6s %-44s rel_l2 %.3e  %s\n", g->label, what, err, ok ? "ok" : "FAIL");
+}
+
+static void fail_msg(gpu *g, const char *what, const char *msg)
+{
+    checks++;
+    failures++;
+    printf("%-6s %-44s FAIL: %s\n", g->label, what, msg);
+}
+
+/* Runs and compares output k against ref[k] (each numel doubles). */
+static void check(gpu *g, const char *what, const char *op, tens *ins, int n_in, tens *outs,
+                  int n_out, const rlx_attr *attrs, int n_attrs, int alias0, double **ref,
+                  double tol)
+{
+    rlx_diag d;
+    int rc = run_node(g, op, ins, n_in, outs, n_out, attrs, n_attrs, alias0, &d);
+    if (rc) {
+        fail_msg(g, what, d.msg);
+        return;
+    }
+    double worst = 0;
+    for (int k = 0; k < n_out; k++) {
+        double e = rel_l2(&outs[k], ref[k]);
+        if (!(e <= worst))
+            worst = e;
+    }
+    report(g, what, worst, tol);
+}
+
+static void expect_error(gpu *g, const char *what, const char *op, tens *ins, int n_in,
+                         tens *outs, int n_out, int alias0, const char *needle)
+{
+    rlx_diag d;
+    int rc = run_node(g, op, ins, n_in, outs, n_out, NULL, 0, alias0, &d);
+    checks++;
+    if (rc && strstr(d.msg, needle)) {
+        printf("%-6s %-44s error ok: %s\n", g->label, what, d.msg);
+    } else {
+        failures++;
+        printf("%-6s %-44s FAIL: rc %d, message '%s' lacks '%s'\n", g->label, what, rc, d.msg,
+               needle);
+    }
+}
+
+#define TOL 1e-5
+
+/* ---------------------------------------------------------------- references */
+
+static double *dalloc(int64_t n) { return calloc((size_t)n + 1, sizeof(double)); }
+
+static double silu_d(double x) { return x / (1 + exp(-x)); }
+static double gelu_tanh_d(double x)
+{
+    return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+static void ref_matmul(const float *x, const float *w, const float *bias, double *y, int64_t M,
+                       int64_t N, int64_t K, int w_nk)
+{
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            double s = bias ? bias[n] : 0;
+            for (int64_t k = 0; k < K; k++)
+                s += (double)x[m * K + k] * (w_nk ? w[n * K + k] : w[k * N + n]);
+            y[m * N + n] = s;
+        }
+}
+
+static void test_matmul(gpu *g)
+{
+    int64_t M = 37, K = 129, N = 70;
+    tens in[3] = {rand_f(3, 1, M, K, 1), rand_f(2, N, K, 0, 1), rand_f(1, N, 0, 0, 1)};
+    tens out = mk(RLX_F32, 3, 1, M, N);
+    double *r = dalloc(M * N);
+    ref_matmul(in[0].f, in[1].f, in[2].f, r, M, N, K, 1);
+    check(g, "matmul [1,37,129]x[70,129]^T + bias", "rlx.matmul", in, 3, &out, 1, NULL, 0, 0,
+          &r, TOL);
+    ref_matmul(in[0].f, in[1].f, NULL, r, M, N, K, 1);
+    check(g, "matmul no bias", "rlx.matmul", in, 2, &out, 1, NULL, 0, 0, &r, TOL);
+    tens b = rand_f(2, K, N, 0, 1), a2 = rand_f(2, M, K, 0, 1);
+    tens nn[2] = {a2, b};
+    tens o2 = mk(RLX_F32, 2, M, N, 0);
+    ref_matmul(a2.f, b.f, NULL, r, M, N, K, 0);
+    check(g, "matmul_nn [37,129]x[129,70]", "rlx.matmul_nn", nn, 2, &o2, 1, NULL, 0, 0, &r, TOL);
+    /* linear_swiglu on the same shapes */
+    tens wu = rand_f(2, N, K, 0, 1);
+    tens ls[3] = {in[0], in[1], wu};
+    double *gt = dalloc(M * N), *up = dalloc(M * N);
+    ref_matmul(in[0].f, in[1].f, NULL, gt, M, N, K, 1);
+    ref_matmul(in[0].f, wu.f, NULL, up, M, N, K, 1);
+    for (int64_t k = 0; k < M * N; k++)
+        r[k] = silu_d(gt[k]) * up[k];
+    check(g, "linear_swiglu", "rlx.linear_swiglu", ls, 3, &out, 1, NULL, 0, 0, &r, TOL);
+    free(gt);
+    free(up);
+    for (int k = 0; k < 3; k++)
+        tfree(&in[k]);
+    tfree(&out);
+    tfree(&b);
+    tfree(&a2);
+    tfree(&o2);
+    tfree(&wu);
+    free(r);
+}
+
+static void test_elementwise(gpu *g)
+{
+    int64_t R = 33, H = 257, n = R * H;
+    tens a = rand_f(2, R, H, 0, 3), bfull = rand_f(2, R, H, 0, 3), brow = rand_f(1, H, 0, 0, 3);
+    tens out = mk(RLX_F32, 2, R, H, 0);
+    double *r = dalloc(n);
+    const char *bops[] = {"rlx.add", "rlx.sub", "rlx.mul", "rlx.swiglu", "rlx.geglu_tanh"};
+    for (int o = 0; o < 5; o++)
+        for (int bc = 0; bc < (o < 3 ? 2 : 1); bc++) {
+            tens *b = bc ? &brow : &bfull;
+            for (int64_t k = 0; k < n; k++) {
+                double x = a.f[k], y = b->f[bc ? k % H : k];
+                r[k] = o == 0 ? x + y : o == 1 ? x - y : o == 2 ? x * y
+                       : o == 3 ? silu_d(x) * y : gelu_tanh_d(x) * y;
+            }
+            tens ins[2] = {a, *b};
+            char what[64];
+            snprintf(what, sizeof what, "%s%s", bops[o], bc ? " (broadcast [H])" : "");
+            check(g, what, bops[o], ins, 2, &out, 1, NULL, 0, 0, &r, TOL);
+        }
+    struct {
+        const char *op;
+        rlx_attr at;
+        int has;
+    } uops[] = {
+        {"rlx.scale", RLX_ATTR_F("scale", 0.37), 1}, {"rlx.add_scalar", RLX_ATTR_F("value", -1.25), 1},
+        {"rlx.silu", RLX_ATTR_I("x", 0), 0},        {"rlx.gelu", RLX_ATTR_I("x", 0), 0},
+        {"rlx.gelu_tanh", RLX_ATTR_I("x", 0), 0},   {"rlx.tanh", RLX_ATTR_I("x", 0), 0},
+        {"rlx.softcap", RLX_ATTR_F("cap", 2.5), 1},
+    };
+    for (int o = 0; o < 7; o++) {
+        for (int64_t k = 0; k < n; k++) {
+            double x = a.f[k];
+            r[k] = o == 0 ? x * (float)0.37 : o == 1 ? x - 1.25 : o == 2 ? silu_d(x)
+                   : o == 3 ? 0.5 * x * (1 + erf(x / sqrt(2.0))) : o == 4 ? gelu_tanh_d(x)
+                   : o == 5 ? tanh(x) : 2.5 * tanh(x / 2.5);
+        }
+        check(g, uops[o].op, uops[o].op, &a, 1, &out, 1, &uops[o].at, uops[o].has, 0, &r, TOL);
+    }
+    /* softmax over rows of 1000 */
+    tens sx = rand_f(2, 13, 1000, 0, 8), so = mk(RLX_F32, 2, 13, 1000, 0);
+    double *sr = dalloc(13000);
+    for (int rr = 0; rr < 13; rr++) {
+        double m = -INFINITY, s = 0;
+        for (int k = 0; k < 1000; k++)
+            m = fmax(m, sx.f[rr * 1000 + k]);
+        for (int k = 0; k < 1000; k++)
+            s += exp(sx.f[rr * 1000 + k] - m);
+        for (int k = 0; k < 1000; k++)
+            sr[rr * 1000 + k] = exp(sx.f[rr * 1000 + k] - m) / s;
+    }
+    check(g, "softmax [13,1000]", "rlx.softmax", &sx, 1, &so, 1, NULL, 0, 0, &sr, TOL);
+    /* norms */
+    tens w = rand_f(1, H, 0, 0, 1), bb = rand_f(1, H, 0, 0, 1);
+    for (int add_one = 0; add_one < 2; add_one++) {
+        rlx_attr at[2] = {RLX_ATTR_F("eps", 1e-6), RLX_ATTR_I("add_one", add_one)};
+        for (int64_t rr = 0; rr < R; rr++) {
+            double ss = 0;
+            for (int64_t k = 0; k < H; k++)
+                ss += (double)a.f[rr * H + k] * a.f[rr * H + k];
+            double inv = 1 / sqrt(ss / H + (double)(float)1e-6);
+            for (int64_t k = 0; k < H; k++)
+                r[rr * H + k] = a.f[rr * H + k] * inv * (add_one ? 1.0 + w.f[k] : w.f[k]);
+        }
+        tens ins[2] = {a, w};
+        check(g, add_one ? "rms_norm add_one=1" : "rms_norm", "rlx.rms_norm", ins, 2, &out, 1, at,
+              2, 0, &r, TOL);
+    }
+    {
+        rlx_attr at[1] = {RLX_ATTR_F("eps", 1e-5)};
+        for (int64_t rr = 0; rr < R; rr++) {
+            double mu = 0, var = 0;
+            for (int64_t k = 0; k < H; k++)
+                mu += a.f[rr * H + k];
+            mu /= H;
+            for (int64_t k = 0; k < H; k++)
+                var += (a.f[rr * H + k] - mu) * (a.f[rr * H + k] - mu);
+            var /= H;
+            for (int64_t k = 0; k < H; k++)
+                r[rr * H + k] = (a.f[rr * H + k] - mu) / sqrt(var + (double)(float)1e-5) * w.f[k] + bb.f[k];
+        }
+        tens ins[3] = {a, w, bb};
+        check(g, "layer_norm", "rlx.layer_norm", ins, 3, &out, 1, at, 1, 0, &r, TOL);
+    }
+    {
+        rlx_attr at[2] = {RLX_ATTR_F("eps", 1e-6), RLX_ATTR_I("add_one", 0)};
+        double *rs = dalloc(n);
+        for (int64_t rr = 0; rr < R; rr++) {
+            double ss = 0;
+            for (int64_t k = 0; k < H; k++) {
+                rs[rr * H + k] = (double)(a.f[rr * H + k] + bfull.f[rr * H + k]);
+                ss += rs[rr * H + k] * rs[rr * H + k];
+            }
+            double inv = 1 / sqrt(ss / H + (double)(float)1e-6);
+            for (int64_t k = 0; k < H; k++)
+                r[rr * H + k] = rs[rr * H + k] * inv * w.f[k];
+        }
+        tens ins[3] = {a, bfull, w};
+        tens outs[2] = {mk(RLX_F32, 2, R, H, 0), mk(RLX_F32, 2, R, H, 0)};
+        double *refs[2] = {rs, r};
+        check(g, "add_rms_norm (sum and norm outputs)", "rlx.add_rms_norm", ins, 3, outs, 2, at, 2,
+              0, refs, TOL);
+        tfree(&outs[0]);
+        tfree(&outs[1]);
+        free(rs);
+    }
+    tfree(&a);
+    tfree(&bfull);
+    tfree(&brow);
+    tfree(&out);
+    tfree(&sx);
+    tfree(&so);
+    tfree(&w);
+    tfree(&bb);
+    free(r);
+    free(sr);
+}
+
+static void test_rope(gpu *g)
+{
+    int64_t T = 6, nh = 3, d = 64;
+    for (int rot = 0; rot <= 32; rot += 32) {
+        tens x = rand_f(3, T, nh, d, 1), pos = mk(RLX_I32, 1, T, 0, 0),
+             inv = mk(RLX_F32, 1, d / 2, 0, 0), out = mk(RLX_F32, 3, T, nh, d);
+        int64_t r = rot ? rot : d;
+        for (int64_t t = 0; t < T; t++)
+            pos.i[t] = (int32_t)(t == 0 ? 0 : 997 * t + 3);
+        for (int64_t i = 0; i < d / 2; i++)
+            inv.f[i] = (float)pow(10000.0, -2.0 * (double)i / (double)r);
+        double *ref = dalloc(T * nh * d);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < nh; h++) {
+                const float *xr = x.f + (t * nh + h) * d;
+                double *yr = ref + (t * nh + h) * d;
+                for (int64_t j = 0; j < d; j++)
+                    yr[j] = xr[j];
+                for (int64_t i = 0; i < r / 2; i++) {
+                    double th = (double)pos.i[t] * inv.f[i];
+                    yr[i] = xr[i] * cos(th) - xr[i + r / 2] * sin(th);
+                    yr[i + r / 2] = xr[i + r / 2] * cos(th) + xr[i] * sin(th);
+                }
+            }
+        tens ins[3] = {x, pos, inv};
+        rlx_attr at = RLX_ATTR_I("rot_dim", rot);
+        check(g, rot ? "rope rot_dim=32 of 64, positions to 5k" : "rope full, positions to 5k",
+              "rlx.rope", ins, 3, &out, 1, &at, 1, 0, &ref, TOL);
+        tfree(&x);
+        tfree(&pos);
+        tfree(&inv);
+        tfree(&out);
+        free(ref);
+    }
+}
+
+/* Naive attention per OPS.md, in double. */
+static void ref_attention(const tens *q, const tens *k, const tens *v, int p, const float *mask,
+                          double scale, int causal, int window, double cap, double *o)
+{
+    int T = (int)q->shape.dims[0], nh = (int)q->shape.dims[1], d = (int)q->shape.dims[2];
+    int S = (int)k->shape.dims[0], nkv = (int)k->shape.dims[1];
+    double *s = dalloc(S);
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < nh; h++) {
+            int kh = h / (nh / nkv), at = p + t;
+            double m = -INFINITY, sum = 0;
+            for (int j = 0; j < S; j++) {
+                int ok = j < p + T && (!causal || j <= at) && (window <= 0 || j > at - window);
+                if (!ok) {
+                    s[j] = -INFINITY;
+                    continue;
+                }
+                double acc = 0;
+                for (int c = 0; c < d; c++)
+                    acc += (double)q->f[((int64_t)t * nh + h) * d + c] *
+                           k->f[((int64_t)j * nkv + kh) * d + c];
+                acc *= scale;
+                if (cap > 0)
+                    acc = cap * tanh(acc / cap);
+                if (mask)
+                    acc += mask[(int64_t)t * S + j];
+                s[j] = acc;
+                m = fmax(m, acc);
+            }
+            for (int j = 0; j < S; j++)
+                sum += s[j] == -INFINITY ? 0 : exp(s[j] - m);
+            for (int c = 0; c < d; c++) {
+                double acc = 0;
+                for (int j = 0; j < S; j++)
+                    if (s[j] != -INFINITY)
+                        acc += exp(s[j] - m) / sum * v->f[((int64_t)j * nkv + kh) * d + c];
+                o[((int64_t)t * nh + h) * d + c] = acc;
+            }
+        }
+    free(s);
+}
+
+static void attn_case(gpu *g, const char *what, int T, int S, int nh, int nkv, int d, int p,
+                      int causal, int window, double cap, int with_mask)
+{
+    tens in[5];
+    int n = 0;
+    in[n++] = rand_f(3, T, nh, d, 1);
+    in[n++] = rand_f(3, S, nkv, d, 1);
+    in[n++] = rand_f(3, S, nkv, d, 1);
+    if (p >= 0) {
+        in[n] = mk(RLX_I32, 1, 1, 0, 0);
+        in[n++].i[0] = p;
+    }
+    if (with_mask) {
+        in[n] = rand_f(2, T, S, 0, 2);
+        for (int64_t k = 0; k < (int64_t)T * S; k += 7)
+            in[n].f[k] = -INFINITY; /* some keys masked out entirely */
+        for (int t = 0; t < T; t++)
+            in[n].f[(int64_t)t * S] = 0.5f; /* every row keeps key 0 */
+        n++;
+    }
+    double scale = 1.0 / sqrt((double)d) * 1.3;
+    rlx_attr at[4] = {RLX_ATTR_F("scale", scale), RLX_ATTR_I("causal", causal),
+                      RLX_ATTR_I("window", window), RLX_ATTR_F("softcap", cap)};
+    tens out = mk(RLX_F32, 3, T, nh, d);
+    double *ref = dalloc((int64_t)T * nh * d);
+    ref_attention(&in[0], &in[1], &in[2], p < 0 ? 0 : p, with_mask ? in[n - 1].f : NULL,
+                  (double)(float)scale, causal, window, (double)(float)cap, ref);
+    check(g, what, "rlx.attention", in, n, &out, 1, at, 4, 0, &ref, TOL);
+    for (int k = 0; k < n; k++)
+        tfree(&in[k]);
+    tfree(&out);
+    free(ref);
+}
+
+static void test_attention(gpu *g)
+{
+    attn_case(g, "attention T=300 causal nh=8 nkv=2 d=64", 300, 300, 8, 2, 64, -1, 1, 0, 0, 0);
+    attn_case(g, "attention T=300 pos=100 S=512 GQA 4:1 d=128", 300, 512, 4, 1, 128, 100, 1, 0, 0,
+              0);
+    attn_case(g, "attention window=64 softcap=50 pos=20 d=256", 70, 128, 4, 2, 256, 20, 1, 64,
+              50.0, 0);
+    attn_case(g, "attention mask, not causal, d=80", 50, 50, 6, 3, 80, -1, 0, 0, 0, 1);
+    attn_case(g, "attention T=1 pos=300 S=512 d=128", 1, 512, 8, 2, 128, 300, 1, 0, 0, 0);
+    attn_case(g, "attention T=1 pos=0 d=64 window=4", 1, 16, 2, 2, 64, 0, 1, 4, 0, 0);
+    attn_case(g, "attention T=37 pos=200 window=50 d=32", 37, 300, 4, 4, 32, 200, 1, 50, 0, 0);
+}
+
+static void test_layout(gpu *g)
+{
+    /* embedding */
+    {
+        int64_t V = 50, H = 64, T = 7;
+        tens tab = rand_f(2, V, H, 0, 1), ids = mk(RLX_I32, 1, T, 0, 0), out = mk(RLX_F32, 2, T, H, 0);
+        for (int64_t t = 0; t < T; t++)
+            ids.i[t] = (int32_t)((t * 13 + 5) % V);
+        ids.i[T - 1] = (int32_t)(V - 1);
+        double *r = dalloc(T * H);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < H; h++)
+                r[t * H + h] = tab.f[ids.i[t] * H + h];
+        tens ins[2] = {tab, ids};
+        check(g, "embedding", "rlx.embedding", ins, 2, &out, 1, NULL, 0, 0, &r, 1e-12);
+        ids.i[3] = (int32_t)V;
+        expect_error(g, "embedding id out of range", "rlx.embedding", ins, 2, &out, 1, 0, "id 50");
+        tfree(&tab);
+        tfree(&ids);
+        tfree(&out);
+        free(r);
+    }
+    /* cache_write */
+    {
+        int64_t S = 16, nkv = 2, d = 8, T = 3;
+        tens cache = rand_f(3, S, nkv, d, 1), nw = rand_f(3, T, nkv, d, 1),
+             pos = mk(RLX_I32, 1, 1, 0, 0), out = mk(RLX_F32, 3, S, nkv, d);
+        pos.i[0] = 5;
+        double *r = dalloc(S * nkv * d);
+        for (int64_t k = 0; k < S * nkv * d; k++)
+            r[k] = cache.f[k];
+        for (int64_t k = 0; k < T * nkv * d; k++)
+            r[5 * nkv * d + k] = nw.f[k];
+        tens ins[3] = {cache, nw, pos};
+        check(g, "cache_write rows 5..7 (output aliases cache)", "rlx.cache_write", ins, 3, &out,
+              1, NULL, 0, 1, &r, 1e-12);
+        check(g, "cache_write into a separate output", "rlx.cache_write", ins, 3, &out, 1, NULL, 0,
+              0, &r, 1e-12);
+        pos.i[0] = 14;
+        expect_error(g, "cache_write past the end", "rlx.cache_write", ins, 3, &out, 1, 1,
+                     "rows 14..16");
+        tfree(&cache);
+        tfree(&nw);
+        tfree(&pos);
+        tfree(&out);
+        free(r);
+    }
+    /* transpose */
+    {
+        tens x = rand_f(3, 3, 4, 5, 1), out = mk(RLX_F32, 3, 5, 3, 4);
+        int64_t perm[3] = {2, 0, 1};
+        rlx_attr at = RLX_ATTR_V("perm", perm, 3);
+        double *r = dalloc(60);
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 4; b++)
+                for (int c = 0; c < 5; c++)
+                    r[(c * 3 + a) * 4 + b] = x.f[(a * 4 + b) * 5 + c];
+        check(g, "transpose [3,4,5] perm 2,0,1", "rlx.transpose", &x, 1, &out, 1, &at, 1, 0, &r,
+              1e-12);
+        tfree(&x);
+        tfree(&out);
+        free(r);
+    }
+    /* concat, slice, last_row, copy, cast */
+    {
+        tens a = rand_f(3, 2, 3, 4, 1), b = rand_f(3, 2, 5, 4, 1), out = mk(RLX_F32, 3, 2, 8, 4);
+        rlx_attr at = RLX_ATTR_I("axis", 1);
+        double *r = dalloc(64);
+        for (int o = 0; o < 2; o++)
+            for (int k = 0; k < 32; k++)
+                r[o * 32 + k] = k < 12 ? a.f[o * 12 + k] : b.f[o * 20 + k - 12];
+        tens ins[2] = {a, b};
+        check(g, "concat axis 1", "rlx.concat", ins, 2, &out, 1, &at, 1, 0, &r, 1e-12);
+        tens s_out = mk(RLX_F32, 3, 2, 4, 4);
+        rlx_attr sat[3] = {RLX_ATTR_I("axis", 1), RLX_ATTR_I("start", 2), RLX_ATTR_I("end", 6)};
+        for (int o = 0; o < 2; o++)
+            for (int k = 0; k < 16; k++)
+                r[o * 16 + k] = out.f[o * 32 + 8 + k];
+        /* slices the concat result (already checked) */
+        check(g, "slice axis 1 [2,6)", "rlx.slice", &out, 1, &s_out, 1, sat, 3, 0, &r, 1e-12);
+        tens lr = mk(RLX_F32, 2, 1, 4, 0), x2 = rand_f(2, 6, 4, 0, 1);
+        for (int k = 0; k < 4; k++)
+            r[k] = x2.f[20 + k];
+        check(g, "last_row [6,4]", "rlx.last_row", &x2, 1, &lr, 1, NULL, 0, 0, &r, 1e-12);
+        tens cp = mk(RLX_F32, 2, 6, 4, 0);
+        for (int k = 0; k < 24; k++)
+            r[k] = x2.f[k];
+        check(g, "copy", "rlx.copy", &x2, 1, &cp, 1, NULL, 0, 0, &r, 1e-12);
+        tens ci = mk(RLX_I32, 2, 6, 4, 0);
+        rlx_attr cat = RLX_ATTR_I("dtype", RLX_I32);
+        for (int k = 0; k < 24; k++) {
+            x2.f[k] *= 100;
+            r[k] = (double)(int32_t)x2.f[k];
+        }
+        check(g, "cast f32 -> i32", "rlx.cast", &x2, 1, &ci, 1, &cat, 1, 0, &r, 1e-12);
+        tens cf = mk(RLX_F32, 2, 6, 4, 0);
+        rlx_attr cat2 = RLX_ATTR_I("dtype", RLX_F32);
+        check(g, "cast i32 -> f32", "rlx.cast", &ci, 1, &cf, 1, &cat2, 1, 0, &r, 1e-12);
+        tfree(&a);
+        tfree(&b);
+        tfree(&out);
+        tfree(&s_out);
+        tfree(&lr);
+        tfree(&x2);
+        tfree(&cp);
+        tfree(&ci);
+        tfree(&cf);
+        free(r);
+    }
+}
+
+/* ---------------------------------------------------------------- timing */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Median seconds of one execute (+ sync) over reps runs of a single-node program. */
+static double time_node(gpu *g, const char *op, tens *ins, int n_in, tens *out,
+                        const rlx_attr *attrs, int n_attrs, int reps)
+{
+    rlx_value_desc vals[8];
+    int32_t in_ids[6], out_id = n_in;
+    void *ptrs[8];
+    rlx_diag d;
+    memset(vals, 0, sizeof vals);
+    memset(&d, 0, sizeof d);
+    for (int k = 0; k <= n_in; k++) {
+        tens *t = k < n_in ? &ins[k] : out;
+        vals[k].struct_size = sizeof vals[k];
+        vals[k].kind = k < n_in ? RLX_VALUE_INPUT : RLX_VALUE_OUTPUT;
+        vals[k].dtype = t->dtype;
+        vals[k].shape = t->shape;
+        if (k < n_in)
+            in_ids[k] = k;
+        ptrs[k] = g->b->alloc(g->be, (size_t)tnumel(t) * 4, &d);
+        if (k < n_in)
+            g->b->upload(g->be, ptrs[k], tdata(t), (size_t)tnumel(t) * 4, &d);
+    }
+    rlx_node_desc node = {sizeof node, op, in_ids, (uint32_t)n_in, &out_id, 1, attrs,
+                          (uint32_t)n_attrs};
+    rlx_program prog = {sizeof prog, vals, (uint32_t)n_in + 1, &node, 1, 0};
+    void *exe = NULL;
+    double best = -1;
+    if (g->b->compile(g->be, &prog, &exe, &d) == 0) {
+        double *ts = calloc((size_t)reps, sizeof *ts);
+        for (int w = 0; w < 3; w++)
+            g->b->execute(g->be, exe, ptrs, &d);
+        g->b->sync(g->be, &d);
+        for (int r = 0; r < reps; r++) {
+            double t0 = now_s();
+            g->b->execute(g->be, exe, ptrs, &d);
+            g->b->sync(g->be, &d);
+            ts[r] = now_s() - t0;
+        }
+        for (int a = 0; a < reps; a++) /* median by insertion sort */
+            for (int b = a; b > 0 && ts[b] < ts[b - 1]; b--) {
+                double t = ts[b];
+                ts[b] = ts[b - 1];
+                ts[b - 1] = t;
+            }
+        best = ts[reps / 2];
+        free(ts);
+        g->b->release(g->be, exe);
+    } else {
+        printf("bench compile failed: %s\n", d.msg);
+    }
+    for (int k = 0; k <= n_in; k++)
+        g->b->free(g->be, ptrs[k]);
+    return best;
+}
+
+static void bench(gpu *g)
+{
+    int64_t M = 128, K = 2048, N = 8192;
+    tens x = rand_f(2, M, K, 0, 1), w = rand_f(2, N, K, 0, 1), y = mk(RLX_F32, 2, M, N, 0);
+    tens ins[2] = {x, w};
+    double t = time_node(g, "rlx.matmul", ins, 2, &y, NULL, 0, 50);
+    printf("BENCH %-6s sgemm M=128 K=2048 N=8192: %.3f ms, %.0f GFLOP/s\n", g->label, t * 1e3,
+           2.0 * M * N * K / t * 1e-9);
+    tfree(&x);
+    tfree(&w);
+    tfree(&y);
+    int T = 2048, nh = 32, d = 128;
+    for (int nkv = 32; nkv >= 8; nkv -= 24) {
+        tens q = rand_f(3, T, nh, d, 1), k = rand_f(3, T, nkv, d, 1), v = rand_f(3, T, nkv, d, 1),
+             o = mk(RLX_F32, 3, T, nh, d);
+        tens ai[3] = {q, k, v};
+        rlx_attr at[2] = {RLX_ATTR_F("scale", 1.0 / sqrt(d)), RLX_ATTR_I("causal", 1)};
+        t = time_node(g, "rlx.attention", ai, 3, &o, at, 2, 20);
+        double fl = 4.0 * nh * d * ((double)T * (T + 1) / 2); /* causal: QK and PV */
+        printf("BENCH %-6s attention T=2048 nh=32 nkv=%d d=128 causal: %.3f ms, %.0f GFLOP/s\n",
+               g->label, nkv, t * 1e3, fl / t * 1e-9);
+        tfree(&q);
+        tfree(&k);
+        tfree(&v);
+        tfree(&o);
+    }
+}
+
+/* ---------------------------------------------------------------- main */
+
+static int run_plugin(const char *path, rlx_host_api *host)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        printf("FAIL dlopen %s: %s\n", path, dlerror());
+        return 1;
+    }
+    rlx_plugin_init_fn init = (rlx_plugin_init_fn)dlsym(h, RLX_PLUGIN_ENTRY_NAME);
+    const rlx_plugin_desc *desc = init ? init(host) : NULL;
+    if (!desc || desc->n_backends != 1) {
+        printf("FAIL %s: no backend descriptor\n", path);
+        return 1;
+    }
+    const rlx_backend *b = desc->backends[0];
+    rlx_backend_probe pr;
+    memset(&pr, 0, sizeof pr);
+    pr.struct_size = sizeof pr;
+    b->probe(&pr);
+    if (!pr.available) {
+        printf("SKIP %s: no device: %s\n", b->name, pr.reason);
+        return 77;
+    }
+    printf("%s: %s | %s\n", b->name, pr.n_devices ? pr.devices[0] : "?", pr.details);
+    int own_runs = strcmp(b->name, "cuda") == 0 ? 2 : 1; /* cuda: cuBLAS, then own GEMM */
+    for (int pass = 0; pass < own_runs; pass++) {
+        for (int graphs = 0; graphs < 2; graphs++) {
+            if (pass == 1)
+                setenv("RLX_GPU_GEMM", "own", 1);
+            else
+                unsetenv("RLX_GPU_GEMM");
+            rlx_backend_options opt;
+            memset(&opt, 0, sizeof opt);
+            opt.struct_size = sizeof opt;
+            opt.graphs = graphs;
+            rlx_diag d;
+            memset(&d, 0, sizeof d);
+            gpu g = {b, NULL, NULL};
+            char label[32];
+            snprintf(label, sizeof label, "%s%s%s", b->name, pass ? "+own" : "", graphs ? "+g" : "");
+            g.label = label;
+            if (b->init(&opt, &g.be, &d) != 0) {
+                printf("FAIL %s init: %s\n", label, d.msg);
+                return 1;
+            }
+            if (graphs) { /* graphs: the ops whose launches differ most */
+                test_matmul(&g);
+                test_attention(&g);
+                test_layout(&g);
+            } else {
+                test_matmul(&g);
+                if (pass == 0) {
+                    test_elementwise(&g);
+                    test_rope(&g);
+                    test_layout(&g);
+                }
+                test_attention(&g);
+                if (getenv("RLX_GPU_BENCH") && strcmp(getenv("RLX_GPU_BENCH"), "1") == 0)
+                    bench(&g);
+            }
+            b->teardown(g.be);
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    rlx_host_api host;
+    memset(&host, 0, sizeof host);
+    host.struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_host_api, flow_repeat_end);
+    host.abi_major = RLX_ABI_MAJOR;
+    host.abi_minor = RLX_ABI_MINOR;
+    host.log = host_log;
+    host.diag_set = host_diag_set;
+    rng_state = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);
+    if (getenv("RLX_TEST_SEED"))
+        rng_state = strtoull(getenv("RLX_TEST_SEED"), NULL, 10);
+    printf("seed %llu\n", (unsigned long long)rng_state);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+
+    const char *paths[4];
+    int n = 0;
+    static char buf[2][4096];
+    const char *bd = getenv("RLX_BUILDDIR") ? getenv("RLX_BUILDDIR") : ".";
+    for (int k = 1; k < argc && n < 4; k++)
+        paths[n++] = argv[k];
+#ifdef RLX_TEST_CUDA
+    if (argc < 2) {
+        snprintf(buf[0], sizeof buf[0], "%s/plugins/backends/cuda/.libs/rlx-backend-cuda.so", bd);
+        paths[n++] = buf[0];
+    }
+#endif
+#ifdef RLX_TEST_ROCM
+    if (argc < 2) {
+        snprintf(buf[1], sizeof buf[1], "%s/plugins/backends/rocm/.libs/rlx-backend-rocm.so", bd);
+        paths[n++] = buf[1];
+    }
+#endif
+    (void)bd;
+    (void)buf;
+    if (n == 0) {
+        printf("no GPU plugin built or named\n");
+        return 77;
+    }
+    int ran = 0, rc = 0;
+    for (int k = 0; k < n; k++) {
+        int r = run_plugin(paths[k], &host);
+        if (r == 77)
+            continue;
+        ran++;
+        if (r)
+            rc = 1;
+    }
+    if (!ran && !rc)
+        return 77;
+    printf("%d checks, %d failures\n", checks, failures);
+    return rc || failures ? 1 : 0;
+}

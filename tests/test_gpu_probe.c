@@ -1,0 +1,125 @@
+/* The GPU backend plugins on any machine: loadable through the real host table, the
+ * vtable as documented, and without a device a probe that says why (the runtime's own
+ * words) and an init that fails with a message instead of crashing. */
+#include "rlx/rlx.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const rlx_backend *load_backend(const char *rel, const char *name)
+{
+    const char *path = tu_build(rel);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(h != NULL, "dlopen %s: %s", path, dlerror());
+    rlx_plugin_init_fn init = (rlx_plugin_init_fn)dlsym(h, RLX_PLUGIN_ENTRY_NAME);
+    ck_assert_msg(init != NULL, "%s lacks %s", path, RLX_PLUGIN_ENTRY_NAME);
+    const rlx_plugin_desc *desc = init(rlx_host_api_get());
+    ck_assert_ptr_nonnull(desc);
+    ck_assert_uint_eq(desc->abi_major, RLX_ABI_MAJOR);
+    ck_assert_uint_eq(desc->n_backends, 1);
+    const rlx_backend *b = desc->backends[0];
+    ck_assert_str_eq(b->name, name);
+    ck_assert_int_eq(b->priority, 100);
+    ck_assert_uint_eq(b->flags, 0); /* device memory: the host uploads weights */
+    int has_attn = 0, has_mm = 0, has_reshape = 0;
+    for (const char *const *o = b->ops; *o; o++) {
+        has_attn |= strcmp(*o, "rlx.attention") == 0;
+        has_mm |= strcmp(*o, "rlx.matmul") == 0;
+        has_reshape |= strcmp(*o, "rlx.reshape") == 0;
+    }
+    ck_assert(has_attn && has_mm && !has_reshape);
+    ck_assert_str_eq(b->dtypes[0], "f32");
+    return b;
+}
+
+/* reasons[]: the exact texts that mean "no device here" for this runtime */
+static void check_probe_and_init(const rlx_backend *b, const char *const *reasons,
+                                 const char *dev_prefix)
+{
+    rlx_backend_probe pr;
+    memset(&pr, 0xab, sizeof pr);
+    pr.struct_size = sizeof pr;
+    ck_assert_int_eq(b->probe(&pr), 0);
+    rlx_backend_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.struct_size = sizeof opt;
+    rlx_diag d;
+    memset(&d, 0, sizeof d);
+    d.struct_size = sizeof d;
+    void *be = (void *)&opt;
+    if (pr.available) { /* a machine with a device: it must be described and usable */
+        ck_assert_uint_ge(pr.n_devices, 1);
+        ck_assert_msg(strncmp(pr.devices[0], dev_prefix, strlen(dev_prefix)) == 0, "%s",
+                      pr.devices[0]);
+        ck_assert_int_eq(b->init(&opt, &be, &d), 0);
+        b->teardown(be);
+        return;
+    }
+    int known = 0;
+    for (const char *const *r = reasons; *r; r++)
+        known |= strcmp(pr.reason, *r) == 0;
+    ck_assert_msg(known, "unexpected probe reason '%s'", pr.reason);
+    ck_assert_uint_eq(pr.n_devices, 0);
+    int rc = b->init(&opt, &be, &d);
+    ck_assert_int_eq(rc, RLX_ERR_DEVICE);
+    ck_assert_int_eq(d.code, RLX_ERR_DEVICE);
+    ck_assert_ptr_null(be);
+    ck_assert_msg(strstr(d.msg, pr.reason) != NULL, "init message '%s'", d.msg);
+    ck_assert_msg(strncmp(d.msg, b->name, strlen(b->name)) == 0, "init message '%s'", d.msg);
+    /* a second probe answers the same: nothing sticky was left behind */
+    rlx_backend_probe p2;
+    memset(&p2, 0, sizeof p2);
+    p2.struct_size = sizeof p2;
+    b->probe(&p2);
+    ck_assert_str_eq(p2.reason, pr.reason);
+}
+
+#ifdef RLX_TEST_CUDA
+START_TEST(cuda_probe_without_device)
+{
+    static const char *const reasons[] = {
+        "cudaGetDeviceCount: CUDA driver version is insufficient for CUDA runtime version",
+        "cudaGetDeviceCount: no CUDA-capable device is detected", NULL};
+    const rlx_backend *b =
+        load_backend("plugins/backends/cuda/.libs/rlx-backend-cuda.so", "cuda");
+    check_probe_and_init(b, reasons, "cuda:0 ");
+}
+END_TEST
+#endif
+
+#ifdef RLX_TEST_ROCM
+START_TEST(rocm_probe_without_device)
+{
+    static const char *const reasons[] = {"hipGetDeviceCount: no ROCm-capable device is detected",
+                                          NULL};
+    const rlx_backend *b =
+        load_backend("plugins/backends/rocm/.libs/rlx-backend-rocm.so", "rocm");
+    check_probe_and_init(b, reasons, "rocm:0 ");
+}
+END_TEST
+#endif
+
+int main(void)
+{
+#if !defined(RLX_TEST_CUDA) && !defined(RLX_TEST_ROCM)
+    return 77; /* no GPU plugin configured */
+#else
+    Suite *s = suite_create("gpu_probe");
+    TCase *tc = tcase_create("probe");
+#ifdef RLX_TEST_CUDA
+    tcase_add_test(tc, cuda_probe_without_device);
+#endif
+#ifdef RLX_TEST_ROCM
+    tcase_add_test(tc, rocm_probe_without_device);
+#endif
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+#endif
+}

@@ -1,0 +1,22 @@
+/* A fake backend for the graph tests: lists the ops a test chooses, records the
+ * program it is asked to compile, and runs nothing. */
+#ifndef TEST_GRAPH_FAKE_H
+#define TEST_GRAPH_FAKE_H
+#include "rlx/rlx.h"
+
+#define FAKE_MAX 512
+typedef struct fake_record {
+    int compiled;
+    uint32_t n_values, n_nodes;
+    rlx_value_desc values[FAKE_MAX];
+    char ops[FAKE_MAX][32];
+    int32_t in[FAKE_MAX][5], out[FAKE_MAX][2];
+    uint32_t n_in[FAKE_MAX], n_out[FAKE_MAX];
+    size_t arena_bytes;
+} fake_record;
+
+extern fake_record fake_rec;
+/* ops: NULL-terminated list the backend claims */
+const rlx_backend *fake_backend(const char *const *ops);
+int fake_count(const char *op);
+#endif

@@ -1,0 +1,510 @@
+/* LLaMA parity through the CLI: rlx-run forward and generate on the Hugging Face
+ * fixtures (tests/fixtures/llama32-tiny, llama-untied-bf16), under both fusion policies
+ * and 1 or 2 threads; plus the CLI's exit-status contract. */
+#include <check.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "rlx/rlx.h"
+#include "testutil.h"
+
+static const char *const models[] = {"llama32-tiny", "llama-untied-bf16"};
+#define N_CASES 3
+#define N_GEN 10
+
+typedef struct config {
+    const char *policy;
+    int threads;
+} config;
+static const config configs[] = {{"direct", 1}, {"fusable", 1}, {"direct", 2}, {"fusable", 2}};
+#define N_CONFIGS (sizeof configs / sizeof configs[0])
+
+/* A float tensor of a safetensors file as F32 (malloc), its row count in *rows */
+static float *read_f32(const rlx_weights *w, const char *name, size_t *numel)
+{
+    const rlx_tensor_info *t = rlx_weights_find(w, name);
+    ck_assert_msg(t != NULL, "tensor %s missing", name);
+    size_t n = (size_t)rlx_shape_numel(&t->shape);
+    float *v = malloc(n * sizeof *v);
+    rlx_diag d;
+    rlx_diag_init(&d);
+    ck_assert_msg(rlx_weights_read(t, RLX_F32, v, n, &d) == 0, "%s", d.msg);
+    *numel = n;
+    return v;
+}
+
+static int32_t *read_ids(const rlx_weights *w, const char *name, size_t *n)
+{
+    const rlx_tensor_info *t = rlx_weights_find(w, name);
+    ck_assert_msg(t != NULL, "tensor %s missing", name);
+    *n = (size_t)rlx_shape_numel(&t->shape);
+    int32_t *v = malloc(*n * sizeof *v);
+    rlx_diag d;
+    rlx_diag_init(&d);
+    ck_assert_msg(rlx_weights_read(t, RLX_I32, v, *n, &d) == 0, "%s", d.msg);
+    return v;
+}
+
+static rlx_weights *open_st(const char *path)
+{
+    rlx_weights *w = NULL;
+    rlx_diag d;
+    rlx_diag_init(&d);
+    ck_assert_msg(rlx_weights_open(path, &w, &d) == 0, "%s", d.msg);
+    return w;
+}
+
+static rlx_weights *open_ref(const char *model)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "%s/ref.safetensors", model);
+    return open_st(tu_fixture(rel));
+}
+
+static json_t *load_json(const char *path)
+{
+    json_error_t e;
+    json_t *j = json_load_file(path, 0, &e);
+    ck_assert_msg(j != NULL, "%s: %s", path, e.text);
+    return j;
+}
+
+/* runs a command, requires exit 0, returns stdout (caller frees) */
+static char *run_ok(const char *cmd, int timeout)
+{
+    tu_result r = tu_run(cmd, timeout);
+    ck_assert_msg(r.status == 0, "`%s` exited %d: %s", cmd, r.status, r.err);
+    char *out = r.out;
+    r.out = NULL;
+    tu_result_free(&r);
+    return out;
+}
+
+static double row_rel_l2(const float *a, const float *ref, size_t n) { return tu_rel_l2(a, ref, n); }
+
+/* ---------------------------------------------------------------- forward */
+
+START_TEST(test_forward_parity)
+{
+    const char *model = models[_i / N_CASES];
+    int c = _i % N_CASES;
+    char name[64], mdir[1024], *tmp = tu_mkdtemp();
+    snprintf(mdir, sizeof mdir, "%s", tu_fixture(model));
+    rlx_weights *ref = open_ref(model);
+    size_t t, nref;
+    snprintf(name, sizeof name, "case%d.input_ids", c);
+    int32_t *ids = read_ids(ref, name, &t);
+    snprintf(name, sizeof name, "case%d.logits", c);
+    float *want = read_f32(ref, name, &nref);
+
+    /* the case's ids as the HF name input_ids, [1, T] I32 */
+    char in_path[1200];
+    snprintf(in_path, sizeof in_path, "%s/in.safetensors", tmp);
+    rlx_st_writer *w = rlx_st_writer_new();
+    rlx_shape s = {2, {1, (int64_t)t}};
+    rlx_diag d;
+    rlx_diag_init(&d);
+    ck_assert_msg(rlx_st_writer_add(w, "input_ids", RLX_I32, &s, ids, &d) == 0, "%s", d.msg);
+    ck_assert_msg(rlx_st_writer_save(w, in_path, &d) == 0, "%s", d.msg);
+    rlx_st_writer_free(w);
+
+    float *first = NULL;
+    for (size_t k = 0; k < N_CONFIGS; k++) {
+        char out_path[1200], cmd[4096];
+        snprintf(out_path, sizeof out_path, "%s/out%zu.safetensors", tmp, k);
+        snprintf(cmd, sizeof cmd, "'%s' forward --model '%s' --inputs '%s' --out '%s' --policy %s --threads %d",
+                 tu_tool("tools/rlx-run"), mdir, in_path, out_path, configs[k].policy, configs[k].threads);
+        free(run_ok(cmd, 240));
+        rlx_weights *out = open_st(out_path);
+        size_t n;
+        float *got = read_f32(out, "logits", &n);
+        ck_assert_msg(n == nref, "%s case %d: logits have %zu values, reference %zu", model, c, n, nref);
+        double err = tu_rel_l2(got, want, n);
+        printf("forward %s case %d (%s, %d threads): logits rel L2 %.3g\n", model, c, configs[k].policy,
+               configs[k].threads, err);
+        ck_assert_msg(err < 1e-4, "%s case %d (%s, %d threads): logits rel L2 %.3g >= 1e-4", model, c,
+                      configs[k].policy, configs[k].threads, err);
+        if (!first) {
+            first = got;
+        } else {
+            double diff = tu_rel_l2(got, first, n);
+            ck_assert_msg(diff < 1e-5, "%s case %d: %s/%d threads differs from %s/%d by %.3g", model, c,
+                          configs[k].policy, configs[k].threads, configs[0].policy, configs[0].threads,
+                          diff);
+            free(got);
+        }
+        rlx_weights_close(out);
+    }
+    free(first);
+    free(want);
+    free(ids);
+    rlx_weights_close(ref);
+    tu_rmrf(tmp);
+    free(tmp);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- generate */
+
+static void check_ids(json_t *arr, const int32_t *want, size_t n, const char *what)
+{
+    ck_assert_msg(json_is_array(arr) && json_array_size(arr) == n, "%s: expected %zu ids", what, n);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(json_integer_value(json_array_get(arr, i)) == want[i], "%s[%zu] = %lld, expected %d",
+                      what, i, (long long)json_integer_value(json_array_get(arr, i)), (int)want[i]);
+}
+
+START_TEST(test_generate_parity)
+{
+    const char *model = models[_i / N_CASES];
+    int c = _i % N_CASES;
+    char name[64], mdir[1024], *tmp = tu_mkdtemp();
+    snprintf(mdir, sizeof mdir, "%s", tu_fixture(model));
+    rlx_weights *ref = open_ref(model);
+    size_t t, nfull, nlog;
+    snprintf(name, sizeof name, "case%d.input_ids", c);
+    int32_t *ids = read_ids(ref, name, &t);
+    snprintf(name, sizeof name, "case%d.full_logits", c);
+    float *full = read_f32(ref, name, &nfull);
+    snprintf(name, sizeof name, "case%d.logits", c);
+    float *want_prefill = read_f32(ref, name, &nlog);
+    size_t vocab = nlog / t;
+    ck_assert_uint_ge(nfull / vocab, t + N_GEN - 1);
+
+    char rel[256];
+    snprintf(rel, sizeof rel, "%s/ref.json", model);
+    json_t *rj = load_json(tu_fixture(rel));
+    json_t *rc = json_array_get(json_object_get(rj, "cases"), (size_t)c);
+    json_t *greedy = json_object_get(rc, "greedy_continuation");
+    json_t *margins = json_object_get(rc, "top2_margins");
+    ck_assert(json_array_size(greedy) == N_GEN && json_array_size(margins) == N_GEN);
+
+    char ids_arg[1024] = "";
+    for (size_t i = 0; i < t; i++)
+        snprintf(ids_arg + strlen(ids_arg), sizeof ids_arg - strlen(ids_arg), "%s%d", i ? "," : "", (int)ids[i]);
+
+    float *first = NULL;
+    for (size_t k = 0; k < N_CONFIGS; k++) {
+        char out_path[1200], cmd[4096], what[160];
+        snprintf(what, sizeof what, "%s case %d (%s, %d threads)", model, c, configs[k].policy, configs[k].threads);
+        snprintf(out_path, sizeof out_path, "%s/logits%zu.safetensors", tmp, k);
+        snprintf(cmd, sizeof cmd,
+                 "'%s' generate --model '%s' --ids %s -n %d --greedy --json --logits-out '%s' --policy %s --threads %d",
+                 tu_tool("tools/rlx-run"), mdir, ids_arg, N_GEN, out_path, configs[k].policy, configs[k].threads);
+        char *out = run_ok(cmd, 240);
+        json_error_t je;
+        json_t *o = json_loads(out, 0, &je);
+        ck_assert_msg(o != NULL, "%s: stdout is not JSON (%s): %s", what, je.text, out);
+        free(out);
+        check_ids(json_object_get(o, "prompt_ids"), ids, t, "prompt_ids");
+        json_t *gen = json_object_get(o, "ids");
+        ck_assert_msg(json_array_size(gen) == N_GEN, "%s: %zu ids generated", what, json_array_size(gen));
+        for (size_t j = 0; j < N_GEN; j++) {
+            if (json_real_value(json_array_get(margins, j)) <= 1e-2) continue;
+            ck_assert_msg(json_integer_value(json_array_get(gen, j)) == json_integer_value(json_array_get(greedy, j)),
+                          "%s: generated id %zu is %lld, greedy reference %lld", what, j,
+                          (long long)json_integer_value(json_array_get(gen, j)),
+                          (long long)json_integer_value(json_array_get(greedy, j)));
+        }
+        ck_assert_msg(json_is_null(json_object_get(o, "text")), "%s: text must be null without tokenizer.json", what);
+        ck_assert_str_eq(json_string_value(json_object_get(o, "backend")), "cpu");
+        ck_assert_int_eq(json_integer_value(json_object_get(o, "prefill_tokens")), (json_int_t)t);
+        ck_assert_int_eq(json_integer_value(json_object_get(o, "decode_tokens")), N_GEN);
+        ck_assert(json_is_number(json_object_get(o, "prefill_ms")) && json_is_number(json_object_get(o, "decode_ms")));
+        json_decref(o);
+
+        rlx_weights *lw = open_st(out_path);
+        size_t n;
+        float *pre = read_f32(lw, "logits", &n);
+        ck_assert_uint_eq(n, nlog);
+        double err = tu_rel_l2(pre, want_prefill, n);
+        ck_assert_msg(err < 1e-4, "%s: prefill logits rel L2 %.3g", what, err);
+        float *dec = read_f32(lw, "decode_logits", &n);
+        ck_assert_msg(n == (N_GEN - 1) * vocab, "%s: decode_logits has %zu values, expected %zu", what, n,
+                      (size_t)(N_GEN - 1) * vocab);
+        double worst = 0;
+        for (size_t j = 0; j + 1 < N_GEN; j++) {
+            double e = row_rel_l2(dec + j * vocab, full + (t + j) * vocab, vocab);
+            if (e > worst) worst = e;
+            ck_assert_msg(e < 1e-4, "%s: decode step %zu (position %zu) rel L2 %.3g", what, j, t + j, e);
+        }
+        printf("generate %s: prefill rel L2 %.3g, worst decode step %.3g\n", what, err, worst);
+        if (!first) {
+            first = dec;
+        } else {
+            double diff = tu_rel_l2(dec, first, n);
+            ck_assert_msg(diff < 1e-5, "%s: decode logits differ from the first configuration by %.3g", what, diff);
+            free(dec);
+        }
+        free(pre);
+        rlx_weights_close(lw);
+    }
+    free(first);
+    json_decref(rj);
+    free(full);
+    free(want_prefill);
+    free(ids);
+    rlx_weights_close(ref);
+    tu_rmrf(tmp);
+    free(tmp);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- flows of other blocks */
+
+#define FLOW_INPUTS                                                                               \
+    "\"inputs\":[{\"name\":\"input_ids\",\"dtype\":\"I32\",\"shape\":[-1]},"                      \
+    "{\"name\":\"positions\",\"dtype\":\"I32\",\"shape\":[-1]},{\"name\":\"pos\",\"dtype\":\"I32\",\"shape\":[1]}]"
+
+/* The layer spelled out in core blocks (attention without a cache: forward only) */
+static const char core_flow[] =
+    "{\"name\":\"llama-core-blocks\"," FLOW_INPUTS ",\"stages\":["
+    "{\"block\":\"token_embed\"},{\"block\":\"rope_tables\"},"
+    "{\"repeat\":\"config:num_hidden_layers\",\"stages\":["
+    " {\"block\":\"residual_save\"},"
+    " {\"block\":\"rms_norm\",\"params\":{\"weight\":\"model.layers.{i}.input_layernorm.weight\"}},"
+    " {\"block\":\"self_attn_prefill\",\"params\":{\"prefix\":\"model.layers.{i}.self_attn.\"}},"
+    " {\"block\":\"residual_add\"},{\"block\":\"residual_save\"},"
+    " {\"block\":\"rms_norm\",\"params\":{\"prefix\":\"model.layers.{i}.post_attention_layernorm.\"}},"
+    " {\"block\":\"swiglu\",\"params\":{\"prefix\":\"model.layers.{i}.mlp.\"}},"
+    " {\"block\":\"residual_add\"}]},"
+    "{\"block\":\"final_norm\"},{\"block\":\"lm_head\"}]}";
+
+/* llama.decoder_layer_composed over the KV cache, plus llama.kv_tap on every layer */
+static const char composed_flow[] =
+    "{\"name\":\"llama-composed\"," FLOW_INPUTS ",\"stages\":["
+    "{\"block\":\"token_embed\"},{\"block\":\"rope_tables\"},"
+    "{\"repeat\":\"config:num_hidden_layers\",\"stages\":["
+    " {\"block\":\"llama.decoder_layer_composed\",\"params\":{\"prefix\":\"model.layers.{i}.\",\"cache\":\"cache.{i}\"}},"
+    " {\"block\":\"llama.kv_tap\",\"params\":{\"cache\":\"cache.{i}\"}}]},"
+    "{\"block\":\"final_norm\"},{\"block\":\"lm_head\"}]}";
+
+static char *write_flow(const char *dir, const char *name, const char *text)
+{
+    char *path = malloc(1200);
+    snprintf(path, 1200, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert(f != NULL);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+/* forward through the core-blocks flow and the composed-layer flow: HF logits */
+START_TEST(test_flow_core_blocks_forward)
+{
+    const char *model = models[_i / N_CASES];
+    int c = _i % N_CASES;
+    char name[64], *tmp = tu_mkdtemp();
+    rlx_weights *ref = open_ref(model);
+    size_t t, nref;
+    snprintf(name, sizeof name, "case%d.input_ids", c);
+    int32_t *ids = read_ids(ref, name, &t);
+    snprintf(name, sizeof name, "case%d.logits", c);
+    float *want = read_f32(ref, name, &nref);
+    char in_path[1200];
+    snprintf(in_path, sizeof in_path, "%s/in.safetensors", tmp);
+    rlx_st_writer *w = rlx_st_writer_new();
+    rlx_shape s = {2, {1, (int64_t)t}};
+    rlx_diag d;
+    rlx_diag_init(&d);
+    ck_assert(rlx_st_writer_add(w, "input_ids", RLX_I32, &s, ids, &d) == 0);
+    ck_assert_msg(rlx_st_writer_save(w, in_path, &d) == 0, "%s", d.msg);
+    rlx_st_writer_free(w);
+
+    char *flows[2] = {write_flow(tmp, "core.json", core_flow), write_flow(tmp, "composed.json", composed_flow)};
+    for (int k = 0; k < 2; k++) {
+        char out_path[1200], cmd[4096];
+        snprintf(out_path, sizeof out_path, "%s/out%d.safetensors", tmp, k);
+        snprintf(cmd, sizeof cmd, "'%s' forward --model '%s' --inputs '%s' --out '%s' --flow '%s' --policy %s",
+                 tu_tool("tools/rlx-run"), tu_fixture(model), in_path, out_path, flows[k], k ? "direct" : "fusable");
+        free(run_ok(cmd, 240));
+        rlx_weights *out = open_st(out_path);
+        size_t n;
+        float *got = read_f32(out, "logits", &n);
+        ck_assert_uint_eq(n, nref);
+        double err = tu_rel_l2(got, want, n);
+        printf("flow %s %s case %d: logits rel L2 %.3g\n", flows[k], model, c, err);
+        ck_assert_msg(err < 1e-4, "%s case %d, flow %s: logits rel L2 %.3g", model, c, flows[k], err);
+        if (k == 1) {
+            /* kv_tap: each layer's cache, one row per token here (forward sizes it T) */
+            const rlx_tensor_info *kt = rlx_weights_find(out, "cache.0.k");
+            ck_assert_msg(kt != NULL, "llama.kv_tap output cache.0.k missing");
+            /* [T, nkv, head_dim] (forward may add the batch dim): both fixtures have head_dim 16 */
+            int64_t nkv = _i / N_CASES == 0 ? 2 : 4;
+            char sb[64];
+            ck_assert_msg(kt->shape.ndim >= 3 && kt->shape.dims[kt->shape.ndim - 1] == 16 &&
+                              rlx_shape_numel(&kt->shape) == (int64_t)t * nkv * 16,
+                          "cache.0.k has shape %s", rlx_shape_str(&kt->shape, sb, sizeof sb));
+            ck_assert(rlx_weights_find(out, "cache.2.v") != NULL);
+        }
+        free(got);
+        rlx_weights_close(out);
+        free(flows[k]);
+    }
+    free(want);
+    free(ids);
+    rlx_weights_close(ref);
+    tu_rmrf(tmp);
+    free(tmp);
+}
+END_TEST
+
+/* generate through the composed layer: same decode parity as the fused one */
+START_TEST(test_flow_composed_generate)
+{
+    const char *model = models[_i];
+    char *tmp = tu_mkdtemp();
+    rlx_weights *ref = open_ref(model);
+    size_t t, nfull, nlog;
+    int32_t *ids = read_ids(ref, "case2.input_ids", &t);
+    float *full = read_f32(ref, "case2.full_logits", &nfull);
+    float *pre_ref = read_f32(ref, "case2.logits", &nlog);
+    size_t vocab = nlog / t;
+    char ids_arg[1024] = "", out_path[1200], cmd[4096];
+    for (size_t i = 0; i < t; i++)
+        snprintf(ids_arg + strlen(ids_arg), sizeof ids_arg - strlen(ids_arg), "%s%d", i ? "," : "", (int)ids[i]);
+    char *flow = write_flow(tmp, "composed.json", composed_flow);
+    snprintf(out_path, sizeof out_path, "%s/logits.safetensors", tmp);
+    snprintf(cmd, sizeof cmd, "'%s' --model '%s' --ids %s -n %d --greedy --json --logits-out '%s' --flow '%s'",
+             tu_tool("tools/rlx-run"), tu_fixture(model), ids_arg, N_GEN, out_path, flow);
+    free(run_ok(cmd, 240));
+    rlx_weights *lw = open_st(out_path);
+    size_t n;
+    float *pre = read_f32(lw, "logits", &n);
+    ck_assert_msg(tu_rel_l2(pre, pre_ref, nlog) < 1e-4, "%s: composed prefill logits", model);
+    float *dec = read_f32(lw, "decode_logits", &n);
+    ck_assert_uint_eq(n, (N_GEN - 1) * vocab);
+    for (size_t j = 0; j + 1 < N_GEN; j++) {
+        double e = tu_rel_l2(dec + j * vocab, full + (t + j) * vocab, vocab);
+        ck_assert_msg(e < 1e-4, "%s: composed decode step %zu rel L2 %.3g", model, j, e);
+    }
+    free(pre);
+    free(dec);
+    rlx_weights_close(lw);
+    free(flow);
+    free(full);
+    free(pre_ref);
+    free(ids);
+    rlx_weights_close(ref);
+    tu_rmrf(tmp);
+    free(tmp);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- CLI contract */
+
+static tu_result run_cli(const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' %s", tu_tool("tools/rlx-run"), args);
+    return tu_run(cmd, 120);
+}
+
+static int one_line(const char *s)
+{
+    const char *nl = strchr(s, '\n');
+    return nl && nl[1] == 0;
+}
+
+START_TEST(test_cli_usage_errors)
+{
+    static const char *const bad[] = {
+        "--bogus",
+        "generate --ids 1,x",
+        "generate --ids",
+        "generate -n -3 --ids 1",
+        "generate --policy sideways --ids 1",
+        "generate --prompt a --ids 1",
+        "generate --greedy --temperature 0.5 --ids 1",
+        "frobnicate",
+        "forward --model x",
+        "forward --model x --inputs y --out z --threads many",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tu_result r = run_cli(bad[i]);
+        ck_assert_msg(r.status == 2, "rlx-run %s: exit %d, expected 2 (stderr: %s)", bad[i], r.status, r.err);
+        ck_assert_msg(strncmp(r.err, "rlx-run: ", 9) == 0 && strstr(r.err, "usage: rlx-run"),
+                      "rlx-run %s: stderr lacks the error and the usage line: %s", bad[i], r.err);
+        tu_result_free(&r);
+    }
+}
+END_TEST
+
+START_TEST(test_cli_errors)
+{
+    char args[2048];
+    tu_result r = run_cli("generate --model /nonexistent/model --ids 1");
+    ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(strncmp(r.err, "rlx-run: ", 9) == 0 && strstr(r.err, "/nonexistent/model") && one_line(r.err),
+                  "stderr: %s", r.err);
+    tu_result_free(&r);
+
+    /* no tokenizer.json: --prompt is an error naming the file */
+    snprintf(args, sizeof args, "generate --model '%s' --prompt hello", tu_fixture("llama32-tiny"));
+    r = run_cli(args);
+    ck_assert_msg(r.status == 1 && strstr(r.err, "tokenizer.json") && one_line(r.err), "exit %d: %s", r.status, r.err);
+    tu_result_free(&r);
+
+    /* an id outside the vocabulary */
+    snprintf(args, sizeof args, "generate --model '%s' --ids 1,99999 -n 2", tu_fixture("llama32-tiny"));
+    r = run_cli(args);
+    ck_assert_msg(r.status == 1 && strstr(r.err, "99999") && one_line(r.err), "exit %d: %s", r.status, r.err);
+    tu_result_free(&r);
+
+    /* forward with an inputs file that does not exist */
+    snprintf(args, sizeof args, "forward --model '%s' --inputs /nonexistent/in.safetensors --out /tmp/x.st",
+             tu_fixture("llama32-tiny"));
+    r = run_cli(args);
+    ck_assert_msg(r.status == 1 && strstr(r.err, "/nonexistent/in.safetensors") && one_line(r.err), "exit %d: %s",
+                  r.status, r.err);
+    tu_result_free(&r);
+}
+END_TEST
+
+START_TEST(test_cli_help)
+{
+    static const char *const flags[] = {"--model", "--prompt", "--ids", "-n", "--greedy", "--temperature",
+                                        "--top-k", "--top-p", "--seed", "--repetition-penalty", "--backend",
+                                        "--profile", "--threads", "--policy", "--flow", "--dump-flow",
+                                        "--dump-graph", "--json", "--logits-out", "--ctx"};
+    tu_result r = run_cli("--help");
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        ck_assert_msg(strstr(r.out, flags[i]), "--help does not document %s", flags[i]);
+    tu_result_free(&r);
+    r = run_cli("forward --help");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert(strstr(r.out, "--inputs") && strstr(r.out, "--out"));
+    tu_result_free(&r);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("llama_parity");
+    TCase *tc = tcase_create("parity");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, test_forward_parity, 0, 2 * N_CASES);
+    tcase_add_loop_test(tc, test_generate_parity, 0, 2 * N_CASES);
+    tcase_add_loop_test(tc, test_flow_core_blocks_forward, 0, 2 * N_CASES);
+    tcase_add_loop_test(tc, test_flow_composed_generate, 0, 2);
+    suite_add_tcase(s, tc);
+    TCase *cli = tcase_create("cli");
+    tcase_set_timeout(cli, 120);
+    tcase_add_test(cli, test_cli_usage_errors);
+    tcase_add_test(cli, test_cli_errors);
+    tcase_add_test(cli, test_cli_help);
+    suite_add_tcase(s, cli);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

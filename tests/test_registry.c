@@ -1,0 +1,388 @@
+/* Registry: loading each plugin kind, lookups, "auto" ranking, and every refusal. */
+#define _GNU_SOURCE
+#include "rlx/rlx.h"
+#include "testutil.h"
+#include "tp_files.h"
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stddef.h>
+#include <sys/stat.h>
+
+static const char *const good[] = {"tp-block", "tp-backend", "tp-arch", NULL};
+
+static rlx_registry *open_dir(const char *dir)
+{
+    rlx_registry *r = NULL;
+    rlx_diag d;
+    rlx_diag_init(&d);
+    ck_assert_int_eq(rlx_registry_open(dir, &r, &d), RLX_OK);
+    ck_assert_ptr_nonnull(r);
+    return r;
+}
+
+static const rlx_plugin_info *by_file(const rlx_registry *r, const char *file)
+{
+    for (size_t i = 0; i < rlx_registry_count(r); i++) {
+        const rlx_plugin_info *p = rlx_registry_plugin(r, i);
+        const char *b = strrchr(p->path, '/');
+        if (strcmp(b ? b + 1 : p->path, file) == 0) return p;
+    }
+    ck_abort_msg("%s is not in the registry", file);
+    return NULL;
+}
+
+static void assert_good_loaded(const rlx_registry *r)
+{
+    for (const char *const *g = good; *g; g++) {
+        char f[64];
+        snprintf(f, sizeof f, "%s.so", *g);
+        const rlx_plugin_info *p = by_file(r, f);
+        ck_assert_msg(p->loaded, "%s refused: %s", f, p->reason);
+        ck_assert_str_eq(p->name, *g);
+        ck_assert_ptr_null(p->reason);
+    }
+}
+
+START_TEST(loads_each_kind)
+{
+    char *dir = tp_dir(good);
+    rlx_registry *r = open_dir(dir);
+    ck_assert_uint_eq(rlx_registry_count(r), 3);
+    assert_good_loaded(r);
+
+    const rlx_plugin_info *p = by_file(r, "tp-block.so");
+    ck_assert_str_eq(p->version, "1.2.3");
+    ck_assert_uint_eq(p->abi_major, RLX_ABI_MAJOR);
+    ck_assert_uint_eq(p->abi_minor, RLX_ABI_MINOR);
+    ck_assert_ptr_nonnull(p->desc);
+    ck_assert_uint_eq(p->desc->n_blocks, 2);
+
+    const rlx_block *b = rlx_registry_block(r, "tp.block2");
+    ck_assert_ptr_nonnull(b);
+    ck_assert_str_eq(b->name, "tp.block2");
+    ck_assert_str_eq(b->summary, "test block tp.block2");
+    ck_assert_ptr_null(rlx_registry_block(r, "tp.nope"));
+
+    const rlx_arch *a = rlx_registry_arch(r, "tp-arch");
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_eq(rlx_registry_arch_for(r, "tp_model2"), a);
+    ck_assert_ptr_null(rlx_registry_arch_for(r, "llama_nope"));
+    ck_assert_ptr_null(rlx_registry_arch(r, "tp_model"));
+
+    const rlx_backend *be = rlx_registry_backend(r, "tp-low", NULL);
+    ck_assert_ptr_nonnull(be);
+    ck_assert_str_eq(be->name, "tp-low");
+
+    const char *const *dirs;
+    ck_assert_uint_eq(rlx_registry_search_dirs(r, &dirs), 1);
+    ck_assert_str_eq(dirs[0], dir);
+    rlx_registry_close(r);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(auto_picks_best_available)
+{
+    char *dir = tp_dir(good);
+    rlx_registry *r = open_dir(dir);
+    rlx_diag d;
+    rlx_diag_init(&d);
+    /* tp-high (200) has no device, tp-avail (10) beats tp-low (0) */
+    const rlx_backend *be = rlx_registry_backend(r, "auto", &d);
+    ck_assert_ptr_nonnull(be);
+    ck_assert_str_eq(be->name, "tp-avail");
+    ck_assert_ptr_eq(rlx_registry_backend(r, NULL, &d), be);
+    ck_assert_int_eq(d.code, 0);
+
+    ck_assert_ptr_null(rlx_registry_backend(r, "tp-high", &d));
+    ck_assert_int_eq(d.code, RLX_ERR_DEVICE);
+    ck_assert_str_eq(d.msg, "backend 'tp-high' is not available: no tp device");
+
+    rlx_diag_init(&d);
+    ck_assert_ptr_null(rlx_registry_backend(r, "nope", &d));
+    ck_assert_int_eq(d.code, RLX_ERR_NOT_FOUND);
+    ck_assert_msg(strstr(d.msg, "no backend named 'nope'") &&
+                      strstr(d.msg, "tp-low, tp-avail, tp-high"),
+                  "%s", d.msg);
+
+    const rlx_backend_probe *pr = rlx_registry_probe(r, be);
+    ck_assert_ptr_nonnull(pr);
+    ck_assert_ptr_eq(rlx_registry_probe(r, be), pr); /* cached */
+    ck_assert_int_eq(pr->available, 1);
+    ck_assert_uint_eq(pr->n_devices, 1);
+    ck_assert_str_eq(pr->devices[0], "tp device 0");
+    ck_assert_str_eq(pr->details, "tp details: nothing to see");
+    rlx_registry_close(r);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(auto_without_backends)
+{
+    static const char *const only[] = {"tp-block", NULL};
+    char *dir = tp_dir(only);
+    rlx_registry *r = open_dir(dir);
+    rlx_diag d;
+    rlx_diag_init(&d);
+    ck_assert_ptr_null(rlx_registry_backend(r, "auto", &d));
+    ck_assert_int_eq(d.code, RLX_ERR_NOT_FOUND);
+    ck_assert_str_eq(d.msg, "no available backend among 0 loaded (see rlx-plugins list)");
+    rlx_registry_close(r);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+/* One bad plugin next to the good ones: it is refused with this reason, they load. */
+typedef struct refusal {
+    const char *plugin; /* built test plugin, or NULL for a hand-made file */
+    const char *file;
+    const char *content; /* for hand-made files */
+    size_t content_len;
+    const char *reason; /* exact; "{dir}" stands for the temp folder */
+    int prefix_only;    /* reason is a prefix (dlerror text follows) */
+} refusal;
+
+static const refusal refusals[] = {
+    {"tp-bad-abi", "tp-bad-abi.so", NULL, 0, "ABI major mismatch: plugin 2.0, host 1.0", 0},
+    {"tp-no-entry", "tp-no-entry.so", NULL, 0, "no entry symbol rlx_plugin_init", 0},
+    {"tp-small-desc", "tp-small-desc.so", NULL, 0,
+     "struct too small: rlx_plugin_desc is {off_archs} bytes, ABI 1.0 needs {size_desc}", 0},
+    {"tp-small-block", "tp-small-block.so", NULL, 0,
+     "struct too small: rlx_block #0 is {off_emit} bytes, ABI 1.0 needs {size_block}", 0},
+    {"tp-null", "tp-null.so", NULL, 0, "rlx_plugin_init returned NULL", 0},
+    {"tp-no-fn", "tp-no-fn.so", NULL, 0, "backend 'tp-no-fn' has no execute function", 0},
+    {"tp-dup-name", "tp-dup-name.so", NULL, 0,
+     "duplicate plugin name 'tp-block' (already loaded from {dir}/tp-block.so)", 0},
+    {"tp-dup-block", "tp-dup-block.so", NULL, 0,
+     "duplicate block name 'tp.block' (already provided by {dir}/tp-block.so)", 0},
+    {"tp-dup-backend", "tp-dup-backend.so", NULL, 0,
+     "duplicate backend name 'tp-avail' (already provided by {dir}/tp-backend.so)", 0},
+    {"tp-dup-arch", "tp-dup-arch.so", NULL, 0,
+     "duplicate arch name 'tp-arch' (already provided by {dir}/tp-arch.so)", 0},
+    {NULL, "junk.so", "this is text, not a plugin\n", 27, "not an ELF file", 0},
+    {NULL, "short.so", "\x7f" "EL", 3, "not an ELF file", 0},
+    {NULL, "broken.so", "\x7f" "ELF\x02\x01\x01\0garbage", 16, "dlopen failed: {dir}/broken.so: ", 1},
+};
+
+/* Replaces {dir} and the struct-size placeholders of a reason template. */
+static void expand(const char *tmpl, const char *dir, char *out, size_t len)
+{
+    char num[4][32];
+    snprintf(num[0], 32, "%zu", offsetof(rlx_plugin_desc, archs));
+    snprintf(num[1], 32, "%zu", RLX_STRUCT_SIZE(rlx_plugin_desc, n_archs));
+    snprintf(num[2], 32, "%zu", offsetof(rlx_block, emit));
+    snprintf(num[3], 32, "%zu", RLX_STRUCT_SIZE(rlx_block, emit));
+    const char *keys[5] = {"{dir}", "{off_archs}", "{size_desc}", "{off_emit}", "{size_block}"};
+    const char *vals[5] = {dir, num[0], num[1], num[2], num[3]};
+    size_t o = 0;
+    while (*tmpl && o + 1 < len) {
+        int hit = 0;
+        for (int k = 0; k < 5 && !hit; k++) {
+            size_t kl = strlen(keys[k]);
+            if (strncmp(tmpl, keys[k], kl) == 0) {
+                o += (size_t)snprintf(out + o, len - o, "%s", vals[k]);
+                tmpl += kl;
+                hit = 1;
+            }
+        }
+        if (!hit) out[o++] = *tmpl++;
+    }
+    out[o < len ? o : len - 1] = 0;
+}
+
+START_TEST(each_refusal)
+{
+    const refusal *c = &refusals[_i];
+    char *dir = tp_dir(good);
+    if (c->plugin) tp_copy(c->plugin, dir, c->file);
+    else tp_write(dir, c->file, c->content, c->content_len);
+    rlx_registry *r = open_dir(dir);
+    ck_assert_uint_eq(rlx_registry_count(r), 4);
+    assert_good_loaded(r);
+    const rlx_plugin_info *p = by_file(r, c->file);
+    ck_assert_int_eq(p->loaded, 0);
+    ck_assert_ptr_null(p->desc);
+    ck_assert_str_eq(p->version, "");
+    char stem[64];
+    snprintf(stem, sizeof stem, "%.*s", (int)(strlen(c->file) - 3), c->file);
+    ck_assert_str_eq(p->name, stem);
+    ck_assert_ptr_nonnull(p->reason);
+    ck_assert_ptr_null(strchr(p->reason, '\n'));
+    char want[1024];
+    expand(c->reason, dir, want, sizeof want);
+    if (c->prefix_only)
+        ck_assert_msg(strncmp(p->reason, want, strlen(want)) == 0 && strlen(p->reason) > strlen(want),
+                      "reason '%s' does not start with '%s'", p->reason, want);
+    else
+        ck_assert_str_eq(p->reason, want);
+    /* the refused plugin's names are not served */
+    ck_assert_ptr_nonnull(rlx_registry_block(r, "tp.block"));
+    ck_assert_ptr_null(rlx_registry_block(r, "tp.bad_abi"));
+    ck_assert_ptr_null(rlx_registry_block(r, "tp.small"));
+    rlx_registry_close(r);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(all_bad_together)
+{
+    char *dir = tp_dir(good);
+    size_t n = 3;
+    for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++, n++) {
+        const refusal *c = &refusals[i];
+        if (c->plugin) tp_copy(c->plugin, dir, c->file);
+        else tp_write(dir, c->file, c->content, c->content_len);
+    }
+    tp_write(dir, "README.txt", "not a candidate", 15); /* only *.so are candidates */
+    rlx_registry *r = open_dir(dir);
+    ck_assert_uint_eq(rlx_registry_count(r), n);
+    assert_good_loaded(r);
+    size_t loaded = 0;
+    for (size_t i = 0; i < rlx_registry_count(r); i++) loaded += rlx_registry_plugin(r, i)->loaded;
+    ck_assert_uint_eq(loaded, 3);
+    rlx_registry_close(r);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(unsafe_locations)
+{
+    char *dir = tp_dir(good);
+    char want[1024];
+    /* world-writable folder without the sticky bit: everything in it is refused */
+    ck_assert_int_eq(chmod(dir, 0777), 0);
+    rlx_registry *r = open_dir(dir);
+    ck_assert_uint_eq(rlx_registry_count(r), 3);
+    snprintf(want, sizeof want,
+             "unsafe location: folder %s is world-writable without the sticky bit", dir);
+    for (size_t i = 0; i < 3; i++) {
+        ck_assert_int_eq(rlx_registry_plugin(r, i)->loaded, 0);
+        ck_assert_str_eq(rlx_registry_plugin(r, i)->reason, want);
+    }
+    rlx_registry_close(r);
+    /* with the sticky bit (as /tmp) it is fine */
+    ck_assert_int_eq(chmod(dir, 01777), 0);
+    r = open_dir(dir);
+    assert_good_loaded(r);
+    rlx_registry_close(r);
+    /* a world-writable file */
+    ck_assert_int_eq(chmod(dir, 0700), 0);
+    char f[4200];
+    snprintf(f, sizeof f, "%s/tp-arch.so", dir);
+    ck_assert_int_eq(chmod(f, 0646), 0);
+    r = open_dir(dir);
+    const rlx_plugin_info *p = by_file(r, "tp-arch.so");
+    ck_assert_int_eq(p->loaded, 0);
+    ck_assert_str_eq(p->reason, "unsafe location: the file is world-writable");
+    ck_assert_int_eq(by_file(r, "tp-block.so")->loaded, 1);
+    rlx_registry_close(r);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(env_search_path)
+{
+    static const char *const a_names[] = {"tp-block", NULL};
+    static const char *const b_names[] = {"tp-block", "tp-arch", NULL};
+    char *a = tp_dir(a_names), *b = tp_dir(b_names);
+    char env[9000];
+    /* empty elements and a missing folder are skipped; a folder listed twice is searched once */
+    snprintf(env, sizeof env, "%s::%s/../%s:%s/missing:%s", a, a, strrchr(a, '/') + 1, a, b);
+    ck_assert_int_eq(setenv("RLX_PLUGIN_PATH", env, 1), 0);
+    rlx_registry *r = open_dir(NULL);
+    const char *const *dirs;
+    size_t nd = rlx_registry_search_dirs(r, &dirs);
+    ck_assert_uint_eq(nd, 4);
+    ck_assert_str_eq(dirs[0], a);
+    char missing[4200];
+    snprintf(missing, sizeof missing, "%s/missing", a);
+    ck_assert_str_eq(dirs[1], missing);
+    ck_assert_str_eq(dirs[2], b);
+    ck_assert_str_eq(dirs[3], rlx_default_plugin_dir());
+    ck_assert_str_eq(rlx_default_plugin_dir(), RLX_PLUGIN_DIR);
+
+    /* the first folder wins: b's copy of tp-block is a duplicate */
+    size_t n_tp = 0;
+    for (size_t i = 0; i < rlx_registry_count(r); i++) {
+        const rlx_plugin_info *p = rlx_registry_plugin(r, i);
+        if (strncmp(p->name, "tp-", 3) != 0) continue;
+        n_tp++;
+        char pa[4200], pb[4200];
+        snprintf(pa, sizeof pa, "%s/tp-block.so", a);
+        snprintf(pb, sizeof pb, "%s/tp-block.so", b);
+        if (strcmp(p->path, pa) == 0) ck_assert_int_eq(p->loaded, 1);
+        if (strcmp(p->path, pb) == 0) {
+            char want[9000];
+            snprintf(want, sizeof want, "duplicate plugin name 'tp-block' (already loaded from %s)",
+                     pa);
+            ck_assert_int_eq(p->loaded, 0);
+            ck_assert_str_eq(p->reason, want);
+        }
+    }
+    ck_assert_uint_eq(n_tp, 3);
+    ck_assert_ptr_nonnull(rlx_registry_arch(r, "tp-arch"));
+    rlx_registry_close(r);
+
+    /* an entry may also name one file */
+    snprintf(env, sizeof env, "%s/tp-arch.so", b);
+    r = open_dir(env);
+    ck_assert_uint_eq(rlx_registry_count(r), 1);
+    ck_assert_int_eq(rlx_registry_plugin(r, 0)->loaded, 1);
+    rlx_registry_close(r);
+    rlx_registry_close(NULL);
+    tu_rmrf(a);
+    tu_rmrf(b);
+    free(a);
+    free(b);
+}
+END_TEST
+
+START_TEST(host_table)
+{
+    const rlx_host_api *h = rlx_host_api_get();
+    ck_assert_ptr_nonnull(h);
+    ck_assert_uint_eq(h->struct_size, RLX_STRUCT_SIZE(rlx_host_api, flow_repeat_end));
+    ck_assert_uint_eq(h->abi_major, RLX_ABI_MAJOR);
+    ck_assert_uint_eq(h->abi_minor, RLX_ABI_MINOR);
+    ck_assert_ptr_nonnull(h->log);
+    ck_assert_ptr_nonnull(h->diag_set);
+    ck_assert_ptr_nonnull(h->topology);
+    ck_assert_ptr_nonnull(h->bind_thread);
+    rlx_diag d;
+    rlx_diag_init(&d);
+    h->diag_set(&d, RLX_ERR_INVALID, "tensor %s: bad\nshape", "x");
+    h->diag_set(&d, RLX_ERR_IO, "a later error");
+    ck_assert_int_eq(d.code, RLX_ERR_INVALID);
+    ck_assert_str_eq(d.msg, "tensor x: bad shape");
+    h->diag_set(NULL, RLX_ERR_IO, "ignored");
+    h->log(RLX_LOG_DEBUG, "test", "not shown at the default level %d", 1);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("registry");
+    TCase *tc = tcase_create("registry");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, loads_each_kind);
+    tcase_add_test(tc, auto_picks_best_available);
+    tcase_add_test(tc, auto_without_backends);
+    tcase_add_loop_test(tc, each_refusal, 0, (int)(sizeof refusals / sizeof refusals[0]));
+    tcase_add_test(tc, all_bad_together);
+    tcase_add_test(tc, unsafe_locations);
+    tcase_add_test(tc, env_search_path);
+    tcase_add_test(tc, host_table);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

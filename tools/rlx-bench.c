@@ -1,0 +1,298 @@
+/* rlx-bench: prefill and decode throughput of a causal LM. With --config, the weights are
+ * random (seeded) and written to a temporary safetensors file next to a copy of the
+ * config, so any real shape can be measured without a checkpoint. Medians over --reps. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "rlx/rlx.h"
+#include "run_common.h"
+
+static const char usage[] =
+    "usage: rlx-bench (--model DIR | --config config.json) [--prefill T] [--decode N] [--batch B] "
+    "[--backend NAME] [--threads N] [--profile NAME|FILE] [--reps R] [--json]";
+
+static const char help[] =
+    "usage: rlx-bench (--model DIR | --config config.json) [options]\n"
+    "Measures prefill and decode throughput (medians over reps).\n\n"
+    "  --model DIR          model folder (config.json + safetensors)\n"
+    "  --config FILE        config.json only: random seeded weights are generated\n"
+    "  --prefill T          prompt length (default 128)\n"
+    "  --decode N           decode steps (default 32)\n"
+    "  --batch B            independent sequences, run one after another (default 1)\n"
+    "  --backend NAME       cpu, cuda, rocm or auto\n"
+    "  --threads N          CPU worker threads (0: one per physical core)\n"
+    "  --profile NAME|FILE  compile profile\n"
+    "  --policy direct|fusable fusion policy\n"
+    "  --reps R             repetitions (default 3)\n"
+    "  --seed S             seed of the random weights and prompt (default 1)\n"
+    "  --json               {\"prefill_tokens_per_s\",\"decode_tokens_per_s\",\"prefill_gflops\",\n"
+    "                        \"decode_gb_per_s\",\"threads\",\"backend\",\"reps\"}\n";
+
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static float rng_normal(uint64_t *s)
+{
+    double u1 = ((double)(rng_next(s) >> 11) + 1.0) / 9007199254740993.0;
+    double u2 = (double)(rng_next(s) >> 11) / 9007199254740992.0;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+}
+
+/* one random tensor (BF16 on disk: half the temp file); norms are ones */
+static int add_random(rlx_st_writer *w, const char *name, int64_t a, int64_t b, int ones,
+                      uint64_t *seed, rlx_diag *d)
+{
+    rlx_shape s = b > 0 ? (rlx_shape){2, {a, b}} : (rlx_shape){1, {a}};
+    size_t n = (size_t)a * (size_t)(b > 0 ? b : 1);
+    uint16_t *v = malloc(n * sizeof *v);
+    if (!v) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory for %s", name);
+    for (size_t i = 0; i < n; i++) v[i] = rlx_f32_to_bf16(ones ? 1.0f : 0.02f * rng_normal(seed));
+    int rc = rlx_st_writer_add(w, name, RLX_BF16, &s, v, d);
+    free(v);
+    return rc;
+}
+
+/* The LLaMA-family tensor layout (qwen3 adds q/k norms) for a config. */
+static int write_random_model(const char *config, const char *dir, uint64_t seed, rlx_diag *d)
+{
+    rlx_config *c = NULL;
+    if (rlx_config_open(config, &c, d) != 0) return d->code;
+    const rlx_model_config *m = rlx_config_model(c);
+    int qk = strcmp(m->model_type, "qwen3") == 0;
+    if (strcmp(m->model_type, "llama") != 0 && !qk) {
+        int rc = rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "%s: --config supports model_type llama and qwen3, not '%s'",
+                              config, m->model_type);
+        rlx_config_free(c);
+        return rc;
+    }
+    int64_t H = m->hidden_size, I = m->intermediate_size, V = m->vocab_size;
+    int64_t hd = m->head_dim > 0 ? m->head_dim : H / m->num_heads;
+    int64_t q = m->num_heads * hd, kv = (m->num_kv_heads > 0 ? m->num_kv_heads : m->num_heads) * hd;
+    rlx_st_writer *w = rlx_st_writer_new();
+    int rc = w ? 0 : rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    char n[256];
+    if (!rc) rc = add_random(w, "model.embed_tokens.weight", V, H, 0, &seed, d);
+    for (int64_t i = 0; i < m->num_layers && !rc; i++) {
+#define T(suffix, a, b, ones) \
+    (snprintf(n, sizeof n, "model.layers.%lld.%s", (long long)i, suffix), add_random(w, n, a, b, ones, &seed, d))
+        rc = T("input_layernorm.weight", H, 0, 1) || T("post_attention_layernorm.weight", H, 0, 1) ||
+             T("self_attn.q_proj.weight", q, H, 0) || T("self_attn.k_proj.weight", kv, H, 0) ||
+             T("self_attn.v_proj.weight", kv, H, 0) || T("self_attn.o_proj.weight", H, q, 0) ||
+             T("mlp.gate_proj.weight", I, H, 0) || T("mlp.up_proj.weight", I, H, 0) ||
+             T("mlp.down_proj.weight", H, I, 0) ||
+             (qk && (T("self_attn.q_norm.weight", hd, 0, 1) || T("self_attn.k_norm.weight", hd, 0, 1)));
+#undef T
+        if (rc && !d->code) rc = d->code;
+    }
+    if (!rc) rc = add_random(w, "model.norm.weight", H, 0, 1, &seed, d);
+    if (!rc && !m->tie_word_embeddings) rc = add_random(w, "lm_head.weight", V, H, 0, &seed, d);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (!rc) rc = rlx_st_writer_save(w, path, d);
+    rlx_st_writer_free(w);
+    rlx_config_free(c);
+    if (rc) return rc;
+    /* the config itself, copied */
+    size_t len = 0;
+    FILE *in = fopen(config, "rb");
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *out = fopen(path, "wb");
+    if (in && out) {
+        char buf[65536];
+        while ((len = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, len, out);
+    }
+    rc = (in && out) ? 0 : rlx_diag_set(d, RLX_ERR_IO, "%s: cannot copy to %s", config, path);
+    if (in) fclose(in);
+    if (out && fclose(out) != 0 && !rc) rc = rlx_diag_set(d, RLX_ERR_IO, "%s: write failed", path);
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+typedef struct bench_args {
+    const char *model, *config;
+    long long prefill, decode, batch, reps, seed;
+    int json;
+    run_model_flags mf;
+} bench_args;
+
+static int parse(int argc, char **argv, bench_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->prefill = 128;
+    a->decode = 32;
+    a->batch = 1;
+    a->reps = 3;
+    a->seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int r;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 3;
+        if ((r = run_model_flag(argc, argv, &i, &a->mf, usage)) < 0) goto bad;
+        if (r > 0) continue;
+#define VALUE(name) if ((r = run_opt(argc, argv, &i, name, &v)) < 0) goto bad; else if (r > 0)
+        VALUE("--model") { a->model = v; continue; }
+        VALUE("--config") { a->config = v; continue; }
+        VALUE("--prefill") { if (run_int("--prefill", v, 1, 1 << 20, &a->prefill)) goto bad; continue; }
+        VALUE("--decode") { if (run_int("--decode", v, 0, 1 << 20, &a->decode)) goto bad; continue; }
+        VALUE("--batch") { if (run_int("--batch", v, 1, 4096, &a->batch)) goto bad; continue; }
+        VALUE("--reps") { if (run_int("--reps", v, 1, 10000, &a->reps)) goto bad; continue; }
+        VALUE("--seed") { if (run_int("--seed", v, 0, INT64_MAX, &a->seed)) goto bad; continue; }
+#undef VALUE
+        if (!strcmp(argv[i], "--json")) a->json = 1;
+        else {
+            fprintf(stderr, "rlx-bench: unknown option '%s'\n%s\n", argv[i], usage);
+            return 2;
+        }
+    }
+    if (!a->model == !a->config) {
+        fprintf(stderr, "rlx-bench: give exactly one of --model and --config\n%s\n", usage);
+        return 2;
+    }
+    return 0;
+bad:
+    fprintf(stderr, "%s\n", usage);
+    return 2;
+}
+
+/* matmul weights per token (elements), for FLOP and bandwidth estimates */
+static double linear_params(const rlx_model_config *m)
+{
+    double H = (double)m->hidden_size, I = (double)m->intermediate_size;
+    double hd = m->head_dim > 0 ? (double)m->head_dim : H / (double)m->num_heads;
+    double q = (double)m->num_heads * hd;
+    double kv = (double)(m->num_kv_heads > 0 ? m->num_kv_heads : m->num_heads) * hd;
+    return (double)m->num_layers * (H * q * 2 + H * kv * 2 + 3 * H * I) + (double)m->vocab_size * H;
+}
+
+static int bench(const bench_args *a, const char *dir, rlx_diag *d)
+{
+    rlx_model_options mo;
+    run_model_options(&a->mf, &mo);
+    rlx_model *m = NULL;
+    if (rlx_model_open(dir, &mo, &m, d) != 0) return 1;
+    const rlx_model_config *cfg = rlx_model_get_config(m);
+    int64_t T = a->prefill, N = a->decode, B = a->batch, V = cfg->vocab_size;
+    int32_t *ids = malloc((size_t)T * sizeof *ids);
+    float *logits = malloc((size_t)V * sizeof *logits);
+    double *pre = calloc((size_t)a->reps, sizeof *pre), *dec = calloc((size_t)a->reps, sizeof *dec);
+    rlx_session **s = calloc((size_t)B, sizeof *s);
+    int rc = (!ids || !logits || !pre || !dec || !s) ? rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory") : 0;
+    uint64_t seed = (uint64_t)a->seed * 2654435761u + 1;
+    for (int64_t i = 0; i < T && !rc; i++) ids[i] = (int32_t)(rng_next(&seed) % (uint64_t)V);
+    for (int64_t b = 0; b < B && !rc; b++) rc = rlx_session_new(m, T + N + 1, &s[b], d);
+    /* one warm-up round compiles both programs */
+    for (long long r = -1; r < a->reps && !rc; r++) {
+        double t0 = run_now_ms();
+        for (int64_t b = 0; b < B && !rc; b++) {
+            rlx_session_reset(s[b]);
+            rc = rlx_session_prefill(s[b], ids, T, NULL, logits, d);
+        }
+        double t1 = run_now_ms();
+        for (int64_t k = 0; k < N && !rc; k++)
+            for (int64_t b = 0; b < B && !rc; b++) rc = rlx_session_decode(s[b], ids[(k + b) % T], logits, d);
+        double t2 = run_now_ms();
+        if (r >= 0) {
+            pre[r] = t1 - t0;
+            dec[r] = t2 - t1;
+        }
+    }
+    if (!rc) {
+        double pm = median(pre, (int)a->reps), dm = median(dec, (int)a->reps);
+        double p_tps = pm > 0 ? (double)(T * B) * 1e3 / pm : 0;
+        double d_tps = dm > 0 ? (double)(N * B) * 1e3 / dm : 0;
+        double lp = linear_params(cfg);
+        double hd = cfg->head_dim > 0 ? (double)cfg->head_dim : (double)cfg->hidden_size / (double)cfg->num_heads;
+        /* 2 flops per weight per token + causal attention (QK and PV over T/2 keys on average) */
+        double attn = 4.0 * (double)cfg->num_layers * (double)cfg->num_heads * hd * (double)T / 2.0;
+        double gflops = p_tps * (2.0 * lp + attn) / 1e9;
+        /* F32 weights streamed once per decode token, plus the K/V cache read */
+        double kv = 2.0 * (double)cfg->num_layers * (double)(cfg->num_kv_heads > 0 ? cfg->num_kv_heads : cfg->num_heads) *
+                    hd * ((double)T + (double)N / 2.0);
+        double gbs = d_tps * 4.0 * (lp + kv) / 1e9;
+        if (a->json) {
+            json_t *o = json_object();
+            json_object_set_new(o, "prefill_tokens_per_s", json_real(p_tps));
+            json_object_set_new(o, "decode_tokens_per_s", json_real(d_tps));
+            json_object_set_new(o, "prefill_gflops", json_real(gflops));
+            json_object_set_new(o, "decode_gb_per_s", json_real(gbs));
+            json_object_set_new(o, "threads", json_integer(rlx_model_threads(m)));
+            json_object_set_new(o, "backend", json_string(rlx_model_backend_name(m)));
+            json_object_set_new(o, "reps", json_integer(a->reps));
+            char *txt = json_dumps(o, JSON_COMPACT);
+            puts(txt ? txt : "{}");
+            free(txt);
+            json_decref(o);
+        } else {
+            printf("prefill %lld x %lld tokens: %.1f ms median, %.1f tok/s, %.2f GFLOP/s\n", (long long)B,
+                   (long long)T, pm, p_tps, gflops);
+            printf("decode  %lld x %lld tokens: %.1f ms median, %.1f tok/s, %.2f GB/s\n", (long long)B,
+                   (long long)N, dm, d_tps, gbs);
+            printf("backend %s, %d threads, %lld reps\n", rlx_model_backend_name(m), rlx_model_threads(m),
+                   a->reps);
+        }
+    }
+    for (int64_t b = 0; s && b < B; b++) rlx_session_free(s[b]);
+    free(s);
+    free(ids);
+    free(logits);
+    free(pre);
+    free(dec);
+    rlx_model_close(m);
+    return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    bench_args a;
+    run_prog_name = "rlx-bench";
+    int rc = parse(argc, argv, &a);
+    if (rc == 3) {
+        fputs(help, stdout);
+        return 0;
+    }
+    if (rc) return rc;
+    rlx_diag d;
+    rlx_diag_init(&d);
+    char tmp[4096] = "";
+    const char *dir = a.model;
+    if (a.config) {
+        const char *t = getenv("TMPDIR");
+        snprintf(tmp, sizeof tmp, "%s/rlx-bench-XXXXXX", t && *t ? t : "/tmp");
+        if (!mkdtemp(tmp)) {
+            fprintf(stderr, "rlx-bench: %s: cannot create a temporary folder\n", tmp);
+            return 1;
+        }
+        if (write_random_model(a.config, tmp, (uint64_t)a.seed, &d) != 0) rc = 1;
+        dir = tmp;
+    }
+    if (!rc) rc = bench(&a, dir, &d);
+    if (rc) fprintf(stderr, "rlx-bench: %s\n", d.msg[0] ? d.msg : "failed");
+    if (tmp[0]) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/model.safetensors", tmp);
+        unlink(p);
+        snprintf(p, sizeof p, "%s/config.json", tmp);
+        unlink(p);
+        rmdir(tmp);
+    }
+    return rc;
+}

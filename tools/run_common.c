@@ -1,0 +1,189 @@
+/* Shared pieces of the rlx-run subcommands (see run_common.h). */
+#include "run_common.h"
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+const char *run_prog_name = "rlx-run";
+
+int run_opt(int argc, char **argv, int *i, const char *name, const char **value)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(a, name, n) != 0) return 0;
+    if (a[n] == '=') {
+        *value = a + n + 1;
+        return 1;
+    }
+    if (a[n] != 0) return 0;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "%s: option %s needs a value\n", run_prog_name, name);
+        return -1;
+    }
+    *value = argv[++*i];
+    return 1;
+}
+
+int run_int(const char *opt, const char *s, long long min, long long max, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || errno || v < min || v > max) {
+        fprintf(stderr, "%s: %s: '%s' is not an integer in [%lld, %lld]\n", run_prog_name, opt, s, min, max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int run_double(const char *opt, const char *s, double min, double max, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno || !isfinite(v) || v < min || v > max) {
+        fprintf(stderr, "%s: %s: '%s' is not a number in [%g, %g]\n", run_prog_name, opt, s, min, max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int run_ids(const char *opt, const char *s, int32_t **ids, size_t *n)
+{
+    size_t cap = 1;
+    for (const char *p = s; *p; p++) cap += *p == ',';
+    int32_t *v = malloc(cap * sizeof *v);
+    if (!v) {
+        fprintf(stderr, "rlx-run: out of memory\n");
+        return -1;
+    }
+    size_t k = 0;
+    const char *p = s;
+    for (;;) {
+        char *end;
+        while (*p == ' ') p++;
+        errno = 0;
+        long long x = strtoll(p, &end, 10);
+        if (end == p || errno || x < 0 || x > INT32_MAX) {
+            fprintf(stderr, "rlx-run: %s: '%s' is not a comma-separated list of token ids\n", opt, s);
+            free(v);
+            return -1;
+        }
+        v[k++] = (int32_t)x;
+        p = end;
+        while (*p == ' ') p++;
+        if (!*p) break;
+        if (*p++ != ',') {
+            fprintf(stderr, "rlx-run: %s: '%s' is not a comma-separated list of token ids\n", opt, s);
+            free(v);
+            return -1;
+        }
+    }
+    *ids = v;
+    *n = k;
+    return 0;
+}
+
+int run_usage(const char *usage, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", run_prog_name);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n%s\n", usage);
+    return 2;
+}
+
+int run_fail(const rlx_diag *d)
+{
+    fprintf(stderr, "%s: %s\n", run_prog_name, d && d->msg[0] ? d->msg : "failed (no diagnostic)");
+    return 1;
+}
+
+int run_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", run_prog_name);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 1;
+}
+
+int run_file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+const char *run_demo_model_dir(void)
+{
+    const char *env = getenv("RLX_MODEL_DIR");
+    if (env && *env) return env;
+#ifdef RLX_DEMO_MODEL_DIR
+    if (run_file_exists(RLX_DEMO_MODEL_DIR "/config.json")) return RLX_DEMO_MODEL_DIR;
+#endif
+#ifdef RLX_SRC_DEMO_MODEL_DIR
+    return RLX_SRC_DEMO_MODEL_DIR;
+#else
+    return "models/tiny-llama-py";
+#endif
+}
+
+int run_model_flag(int argc, char **argv, int *i, run_model_flags *f, const char *usage)
+{
+    const char *v;
+    int r;
+    if ((r = run_opt(argc, argv, i, "--backend", &v)) != 0) {
+        if (r > 0) f->backend = v;
+        return r;
+    }
+    if ((r = run_opt(argc, argv, i, "--profile", &v)) != 0) {
+        if (r > 0) f->profile = v;
+        return r;
+    }
+    if ((r = run_opt(argc, argv, i, "--flow", &v)) != 0) {
+        if (r > 0) f->flow = v;
+        return r;
+    }
+    if ((r = run_opt(argc, argv, i, "--policy", &v)) != 0) {
+        if (r < 0) return r;
+        if (strcmp(v, "direct") != 0 && strcmp(v, "fusable") != 0) {
+            run_usage(usage, "--policy: '%s' is not direct or fusable", v);
+            return -1;
+        }
+        f->policy = v;
+        return 1;
+    }
+    if ((r = run_opt(argc, argv, i, "--threads", &v)) != 0) {
+        if (r < 0) return r;
+        return run_int("--threads", v, 0, 4096, &f->threads) == 0 ? 1 : -1;
+    }
+    return 0;
+}
+
+void run_model_options(const run_model_flags *f, rlx_model_options *o)
+{
+    rlx_model_options_init(o);
+    if (f->backend) o->backend = f->backend;
+    if (f->profile) o->profile = f->profile;
+    if (f->flow) o->flow_file = f->flow;
+    if (f->policy) o->policy = f->policy;
+    o->threads = (int)f->threads;
+}
+
+double run_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
