@@ -18,6 +18,14 @@ void rlx__host_fill_emit(rlx_host_api *h);   /* graph.am: emit_*, slots, params,
 int rlx__topology_query(rlx_topology *out, int threads, const char *placement);
 int rlx__bind_thread(int pu_os_index);
 
+/* ---- core area (registry.c) ---- */
+/* 1 when this librlx is the one in its build tree (an uninstalled program run through
+ * libtool's wrapper): look for plugins/profiles in the build/source tree, not the
+ * installed folders. RLX_BUILD_PLUGIN_PATH and RLX_BUILD_PROFILE_DIR (srcdir/profiles)
+ * are defined for librlx's sources by framework/core.am. */
+int rlx__running_uninstalled(void);
+/* ---- end core area ---- */
+
 
 /* ---- io area (weights, config, profiles): framework/io.am ---- */
 struct json_t; /* jansson, kept out of every other area's includes */

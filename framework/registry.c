@@ -86,6 +86,35 @@ static int add_path_list(rlx_registry *r, const char *list)
     return 0;
 }
 
+/* librlx loaded from its own build tree (libtool's wrappers do that for uninstalled
+ * programs): the plugins are that build's, not an installed folder's, which may not
+ * exist yet or hold another version. */
+int rlx__running_uninstalled(void)
+{
+#if defined(RLX_BUILD_LIBDIR) && defined(RLX_BUILD_PLUGIN_PATH)
+    Dl_info info;
+    void *self = (void *)&rlx_registry_open;
+    char lib[PATH_MAX], build[PATH_MAX];
+    if (!dladdr(self, &info) || !info.dli_fname || !realpath(info.dli_fname, lib) ||
+        !realpath(RLX_BUILD_LIBDIR, build))
+        return 0;
+    char *slash = strrchr(lib, '/');
+    if (!slash) return 0;
+    *slash = 0;
+    return strcmp(lib, build) == 0;
+#else
+    return 0;
+#endif
+}
+
+static int add_default_dirs(rlx_registry *r)
+{
+#ifdef RLX_BUILD_PLUGIN_PATH
+    if (rlx__running_uninstalled()) return add_path_list(r, RLX_BUILD_PLUGIN_PATH);
+#endif
+    return add_dir(r, RLX_PLUGIN_DIR);
+}
+
 /* ---------------------------------------------------------------- records */
 
 static plugin *new_record(rlx_registry *r, const char *path)
@@ -467,7 +496,7 @@ RLX_API int rlx_registry_open(const char *search_path, rlx_registry **out, rlx_d
     if (search_path)
         rc = add_path_list(r, search_path);
     else
-        rc = add_path_list(r, getenv("RLX_PLUGIN_PATH")) || add_dir(r, RLX_PLUGIN_DIR);
+        rc = add_path_list(r, getenv("RLX_PLUGIN_PATH")) || add_default_dirs(r);
     for (size_t i = 0; rc == 0 && i < r->n_dirs; i++) rc = scan_dir(r, r->dirs[i]);
     if (rc == 0) rc = index_backends(r);
     if (rc) {

@@ -55,6 +55,11 @@ static int load_added(const tk_jctx *c, rlx_tokenizer *t, json_t *arr)
             return rc;
         if (!content || !*content) return tk_jerr(c, path, "\"content\" must be a non-empty string");
         if (id < 0 || id >= INT32_MAX) return tk_jerr(c, path, "\"id\" must be a non-negative integer");
+        const char **mt;
+        size_t mn;
+        tk_bpe_id_to_token(t->bpe, &mt, &mn);
+        if ((uint64_t)id >= 4 * (uint64_t)(mn + json_array_size(arr)) + 65536)
+            return tk_jerr(c, path, "id %lld is far beyond the vocabulary (%zu ids)", (long long)id, mn);
         if (!(a->content = strdup(content))) return NOMEM(c->d, t);
         a->len = strlen(content);
         a->id = (int32_t)id;
@@ -314,7 +319,8 @@ RLX_API int rlx_tokenizer_encode(const rlx_tokenizer *t, const char *text, size_
     }
     if (rc) {
         free(out.v);
-        return NOMEM(d, t);
+        return rlx_diag_set(d, RLX_ERR_NOMEM, "%s: encoding failed: out of memory or a regex match limit",
+                            t->origin);
     }
     if (!out.v && !(out.v = malloc(sizeof(int32_t)))) return NOMEM(d, t);
     *ids = out.v;

@@ -122,6 +122,12 @@ int tk_bpe_load(const tk_jctx *c, json_t *model, tk_bpe **out)
         if (tk_strmap_put(&b->vocab, key, strlen(key), (int32_t)json_integer_value(v))) goto nomem;
         if (json_integer_value(v) > max_id) max_id = json_integer_value(v);
     }
+    /* ids index arrays: refuse absurdly sparse ones rather than allocate gigabytes */
+    if (max_id >= 4 * (int64_t)b->vocab.n + 65536) {
+        rc = tk_jerr(c, "model.vocab", "ids are not dense (largest id %lld for %zu tokens)", (long long)max_id,
+                     b->vocab.n);
+        goto fail;
+    }
     b->n_ids = (size_t)(max_id + 1);
     b->id_tok = calloc(b->n_ids ? b->n_ids : 1, sizeof *b->id_tok);
     if (!b->id_tok) goto nomem;

@@ -279,6 +279,54 @@ START_TEST(forward_matches_reference_and_checks_inputs)
 }
 END_TEST
 
+/* rlx_model_open on the demo model, by the arch recipe and by a JSON flow file: greedy
+ * ids through prefill + decode equal transformers' (models/tiny-llama-py/reference.json) */
+static void greedy_demo(const char *flow_file)
+{
+    rlx_model_options o;
+    rlx_model_options_init(&o);
+    o.flow_file = flow_file;
+    o.threads = 1;
+    rlx_model *lm = NULL;
+    rlx_diag d;
+    rlx_diag_init(&d);
+    ck_assert_msg(rlx_model_open(tu_src("models/tiny-llama-py"), &o, &lm, &d) == 0, "%s", d.msg);
+    int64_t vocab = rlx_model_get_config(lm)->vocab_size;
+    float *lg = malloc((size_t)vocab * sizeof *lg);
+    rlx_session *s = NULL;
+    ck_assert_int_eq(rlx_session_new(lm, 64, &s, &d), 0);
+    const int32_t prompt[3] = {0, 484, 222}, want[6] = {268, 74, 1177, 459, 8, 222};
+    ck_assert_msg(rlx_session_prefill(s, prompt, 3, NULL, lg, &d) == 0, "%s", d.msg);
+    for (int k = 0; k < 6; k++) {
+        int32_t best = 0;
+        for (int64_t i = 1; i < vocab; i++)
+            if (lg[i] > lg[best]) best = (int32_t)i;
+        ck_assert_int_eq(best, want[k]);
+        ck_assert_msg(rlx_session_decode(s, best, lg, &d) == 0, "%s", d.msg);
+    }
+    rlx_session_free(s);
+    free(lg);
+    rlx_model_close(lm);
+}
+
+START_TEST(demo_model_by_recipe_and_by_json_flow)
+{
+    greedy_demo(NULL);
+    char *dir = tu_mkdtemp();
+    char path[4096];
+    snprintf(path, sizeof path, "%s/llama.flow.json", dir);
+    FILE *f = fopen(path, "w");
+    fputs("{\"name\": \"llama-json\", \"stages\": [{\"block\": \"token_embed\"}, {\"block\": \"rope_tables\"},"
+          " {\"repeat\": \"config:num_hidden_layers\", \"stages\": [{\"block\": \"llama.decoder_layer\","
+          " \"params\": {\"prefix\": \"model.layers.{i}.\", \"cache\": \"cache.{i}\"}}]},"
+          " {\"block\": \"final_norm\", \"params\": {\"weight\": \"model.norm.weight\"}}, {\"block\": \"lm_head\"}]}", f);
+    fclose(f);
+    greedy_demo(path);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("graph_e2e");
@@ -287,6 +335,9 @@ static Suite *suite(void)
     tcase_add_test(t, session_prefill_decode_match_reference);
     tcase_add_test(t, forward_matches_reference_and_checks_inputs);
     suite_add_tcase(s, t);
+    TCase *demo = tcase_create("demo");
+    tcase_add_test(demo, demo_model_by_recipe_and_by_json_flow);
+    suite_add_tcase(s, demo);
     return s;
 }
 

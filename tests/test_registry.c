@@ -295,18 +295,34 @@ START_TEST(env_search_path)
     char env[9000];
     /* empty elements and a missing folder are skipped; a folder listed twice is searched once */
     snprintf(env, sizeof env, "%s::%s/../%s:%s/missing:%s", a, a, strrchr(a, '/') + 1, a, b);
-    ck_assert_int_eq(setenv("RLX_PLUGIN_PATH", env, 1), 0);
+    /* the default folders: this build's plugin folders, as this test runs uninstalled */
+    ck_assert_int_eq(unsetenv("RLX_PLUGIN_PATH"), 0);
     rlx_registry *r = open_dir(NULL);
     const char *const *dirs;
+    size_t n_def = rlx_registry_search_dirs(r, &dirs);
+    ck_assert_uint_ge(n_def, 1);
+    char cpu_dir[4200];
+    snprintf(cpu_dir, sizeof cpu_dir, "%s", tu_build("plugins/backends/cpu/.libs"));
+    ck_assert_str_eq(dirs[0], cpu_dir);
+    char **defaults = calloc(n_def, sizeof *defaults);
+    for (size_t i = 0; i < n_def; i++) defaults[i] = strdup(dirs[i]);
+    rlx_registry_close(r);
+    ck_assert_str_eq(rlx_default_plugin_dir(), RLX_PLUGIN_DIR); /* the installed folder */
+
+    ck_assert_int_eq(setenv("RLX_PLUGIN_PATH", env, 1), 0);
+    r = open_dir(NULL);
     size_t nd = rlx_registry_search_dirs(r, &dirs);
-    ck_assert_uint_eq(nd, 4);
+    ck_assert_uint_eq(nd, 3 + n_def);
     ck_assert_str_eq(dirs[0], a);
     char missing[4200];
     snprintf(missing, sizeof missing, "%s/missing", a);
     ck_assert_str_eq(dirs[1], missing);
     ck_assert_str_eq(dirs[2], b);
-    ck_assert_str_eq(dirs[3], rlx_default_plugin_dir());
-    ck_assert_str_eq(rlx_default_plugin_dir(), RLX_PLUGIN_DIR);
+    for (size_t i = 0; i < n_def; i++) {
+        ck_assert_str_eq(dirs[3 + i], defaults[i]);
+        free(defaults[i]);
+    }
+    free(defaults);
 
     /* the first folder wins: b's copy of tp-block is a duplicate */
     size_t n_tp = 0;
