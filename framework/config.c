@@ -310,6 +310,15 @@ static void check_positive(rd *r, const char *key, int64_t v)
              MAX_DIM);
 }
 
+/* layer_types has RLX_MAX_LAYERS entries: every model type stays within it */
+static void check_layers(rd *r, const char *key, int64_t n)
+{
+    check_positive(r, key, n);
+    if (n > RLX_MAX_LAYERS)
+        fail(r, RLX_ERR_UNSUPPORTED, "%s%s: %lld layers, at most %d supported", r->prefix, key,
+             (long long)n, RLX_MAX_LAYERS);
+}
+
 static double get_ratio(rd *r, const char *key, double def)
 {
     double x = get_num(r, key, def);
@@ -331,17 +340,13 @@ static void read_causal(rd *r, rlx_model_config *mc, const defaults *df)
     check_positive(r, "vocab_size", mc->vocab_size);
     check_positive(r, "hidden_size", mc->hidden_size);
     check_positive(r, "intermediate_size", mc->intermediate_size);
-    check_positive(r, "num_hidden_layers", mc->num_layers);
+    check_layers(r, "num_hidden_layers", mc->num_layers);
     check_positive(r, "num_attention_heads", mc->num_heads);
     check_positive(r, "num_key_value_heads", mc->num_kv_heads);
     if (r->rc) return;
     mc->head_dim = get_int(r, "head_dim", df->head_dim ? df->head_dim : mc->hidden_size / mc->num_heads);
     check_positive(r, "head_dim", mc->head_dim);
     mc->max_position_embeddings = get_int(r, "max_position_embeddings", df->max_pos);
-    if (mc->num_layers > RLX_MAX_LAYERS) {
-        fail(r, RLX_ERR_UNSUPPORTED, "num_hidden_layers: %lld layers, at most %d supported",
-             (long long)mc->num_layers, RLX_MAX_LAYERS);
-    }
     if (!r->rc && mc->num_heads % mc->num_kv_heads != 0)
         fail(r, RLX_ERR_INVALID, "num_key_value_heads: %lld does not divide num_attention_heads %lld",
              (long long)mc->num_kv_heads, (long long)mc->num_heads);
@@ -360,7 +365,7 @@ static void read_bert(rd *r, rlx_model_config *mc, const defaults *df)
     mc->num_heads = get_int(r, "num_attention_heads", df->heads);
     check_positive(r, "hidden_size", mc->hidden_size);
     check_positive(r, "num_attention_heads", mc->num_heads);
-    check_positive(r, "num_hidden_layers", mc->num_layers);
+    check_layers(r, "num_hidden_layers", mc->num_layers);
     if (r->rc) return;
     mc->num_kv_heads = mc->num_heads;
     mc->head_dim = mc->hidden_size / mc->num_heads;
@@ -386,6 +391,7 @@ static void read_sam(rd *r, rlx_model_config *mc)
     mc->num_heads = get_int(&v, "num_attention_heads", 12);
     check_positive(&v, "hidden_size", mc->hidden_size);
     check_positive(&v, "num_attention_heads", mc->num_heads);
+    check_layers(&v, "num_hidden_layers", mc->num_layers);
     if (!v.rc) {
         mc->num_kv_heads = mc->num_heads;
         mc->head_dim = mc->hidden_size / mc->num_heads;
@@ -410,6 +416,7 @@ static void read_flux(rd *r, rlx_model_config *mc)
     mc->num_kv_heads = mc->num_heads;
     mc->hidden_size = mc->num_heads * mc->head_dim;
     mc->num_layers = get_int(r, "num_layers", 19);
+    check_layers(r, "num_layers", mc->num_layers);
     mc->intermediate_size = (int64_t)(mc->hidden_size * get_ratio(r, "mlp_ratio", flux2 ? 3.0 : 4.0));
     mc->norm_eps = get_num(r, "eps", 1e-6);
     mc->rope_theta = get_num(r, "rope_theta", flux2 ? 2000.0 : 10000.0);

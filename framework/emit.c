@@ -197,14 +197,12 @@ int32_t rg_emit_op_at(rlx_ctx *c, const char *opname, const int32_t *inputs, uin
             (attrs[i].kind == RLX_ATTR_INTS && attrs[i].n_ints && !attrs[i].ints))
             return rg_ctx_fail(c, "%s: attribute %u is malformed", op->name, i), -1;
     int32_t in[8];
+    uint32_t skip = UINT32_MAX;
+    /* attention (q, k, v, -1, mask): a mask without pos, node (q, k, v, mask); the F32
+     * fourth input is told from an I32 pos by its dtype (docs/OPS.md) */
+    if (n_in == 5 && inputs[3] == -1 && !strcmp(op->name, "rlx.attention")) skip = 3, n_in = 4;
     for (uint32_t i = 0; i < n_in; i++) {
-        in[i] = inputs[i];
-        /* attention: a mask without pos; pos 0 is what the op assumes then */
-        if (in[i] == -1 && i == 3 && n_in == 5 && !strcmp(op->name, "rlx.attention")) {
-            rlx_shape one = {1, {1}};
-            int32_t zero = 0;
-            if ((in[i] = emit_const(c, RLX_I32, &one, &zero)) < 0) return -1;
-        }
+        in[i] = inputs[i < skip ? i : i + 1];
         if (in[i] < 0 || (uint32_t)in[i] >= c->g->n_values)
             return rg_ctx_fail(c, "%s: input %u is not a value (%d)", op->name, i, in[i]), -1;
     }

@@ -20,6 +20,23 @@ static int add_default_inputs(rlx_flow *f)
     return rc;
 }
 
+/* the encoder inputs (docs/CONVENTIONS.md): one sequence, no KV cache, no pos */
+static int add_encoder_inputs(rlx_flow *f)
+{
+    static const char *const names[] = {"input_ids", "token_type_ids", "positions", "attention_mask"};
+    int64_t t[1] = {-1};
+    int rc = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !rc; i++)
+        rc = rlx_flow_input(f, names[i], RLX_I32, 1, t);
+    return rc;
+}
+
+static int arch_encodes(const rlx_arch *a)
+{
+    return a && a->struct_size >= RLX_STRUCT_SIZE(rlx_arch, phases) &&
+           (a->phases & (1u << RLX_PHASE_ENCODE)) != 0;
+}
+
 static void set_policy(rlx_model *m, const rlx_model_options *opt)
 {
     for (int k = 0; k < 2; k++) {
@@ -131,18 +148,21 @@ static int build_flows(rlx_model *m, const rlx_model_options *opt, rlx_diag *d)
         return m->flow[1] ? 0 : rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     }
     static const int phases[2] = {RLX_PHASE_PREFILL, RLX_PHASE_DECODE};
+    m->encoder = arch_encodes(m->arch);
     for (int k = 0; k < 2; k++) {
+        if (k && m->encoder) /* one flow: the second slot is a copy of it */
+            return (m->flow[1] = rg_flow_clone(m->flow[0])) ? 0 : rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
         rlx_flow *f = rlx_flow_new(m->arch->name);
-        if (!f || add_default_inputs(f)) {
+        if (!f || (m->encoder ? add_encoder_inputs(f) : add_default_inputs(f))) {
             rlx_flow_free(f);
             return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
         }
         m->flow[k] = f;
-        int rc = m->arch->build_flow(f, phases[k], &m->cfg, rlx_host_api_get(), d);
+        int rc = m->arch->build_flow(f, m->encoder ? RLX_PHASE_ENCODE : phases[k], &m->cfg, rlx_host_api_get(), d);
         if (!rc && f->err[0]) rc = rlx_diag_set(d, RLX_ERR_INVALID, "arch %s: %s", m->arch->name, f->err);
         if (!rc && f->n_open) rc = rlx_diag_set(d, RLX_ERR_INVALID, "arch %s: flow_repeat_begin without flow_repeat_end", m->arch->name);
         if (rc) {
-            if (d && !d->code) rlx_diag_set(d, rc, "arch %s: build_flow failed for the %s phase", m->arch->name, k ? "decode" : "prefill");
+            if (d && !d->code) rlx_diag_set(d, rc, "arch %s: build_flow failed for the %s phase", m->arch->name, m->encoder ? "encode" : k ? "decode" : "prefill");
             return rc;
         }
     }

@@ -32,6 +32,7 @@ struct rlx_model {
     int threads;
     int verbose;
     rlx_flow *flow[2]; /* prefill, decode */
+    int encoder;       /* the arch builds an encode flow (flow[0], phase RLX_PHASE_ENCODE) */
     rg_weight *w;
     uint32_t n_w;
     rg_exec **exec;

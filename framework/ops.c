@@ -198,16 +198,19 @@ static int inf_attention(const rg_graph *g, const rg_node *n, rlx_shape *o, int 
         return bad(err, len,
                    "q %s, k %s, v %s: need q [T, nh, d], k and v [S, nkv, d] with nh a multiple of nkv",
                    ss(q, B.b[0]), ss(k, B.b[1]), ss(v, B.b[2]));
-    if (n->n_in >= 4) {
+    /* the fourth input is pos (I32) or, without pos, the mask (float) */
+    uint32_t has_pos = n->n_in == 5 || (n->n_in == 4 && (DT(3) == RLX_I32 || DT(3) == RLX_I64));
+    if (has_pos) {
         if (S(3)->ndim != 1 || S(3)->dims[0] != 1)
             return bad(err, len, "pos %s must be [1]", ss(S(3), B.b[0]));
         if (want_i32(g, n, 3, "pos", err, len)) return -1;
     }
-    if (n->n_in == 5) {
-        const rlx_shape *m = S(4);
+    if (n->n_in == 4 + has_pos) {
+        const rlx_shape *m = S(3 + has_pos);
         if (m->ndim != 2 || m->dims[0] != q->dims[0] || m->dims[1] != k->dims[0])
             return bad(err, len, "q %s, k %s and mask %s: mask must be [T, S]", ss(q, B.b[0]),
                        ss(k, B.b[1]), ss(m, B.b[2]));
+        if (want_float(g, n, 3 + has_pos, "mask", err, len)) return -1;
     }
     o[0] = *q;
     o[0].dims[2] = v->dims[2];

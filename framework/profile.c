@@ -226,8 +226,14 @@ RLX_API int rlx_profile_load(const char *name_or_path, rlx_profile *out, rlx_dia
         if (found) return rc;
         p += len + (colon ? 1 : 0);
     }
-    rc = try_dir(RLX_PROFILE_DIR, strlen(RLX_PROFILE_DIR), name_or_path, out, d, &found);
+    /* an uninstalled librlx (build tree) reads the source tree's presets, as the
+     * registry reads the build tree's plugins */
+    const char *dir = RLX_PROFILE_DIR;
+#ifdef RLX_BUILD_PROFILE_DIR
+    if (rlx__running_uninstalled()) dir = RLX_BUILD_PROFILE_DIR;
+#endif
+    rc = try_dir(dir, strlen(dir), name_or_path, out, d, &found);
     if (found) return rc;
     return rlx_diag_set(d, RLX_ERR_NOT_FOUND, "profile '%s' not found (searched $RLX_PROFILE_PATH=%s, %s)",
-                        name_or_path, env ? env : "", RLX_PROFILE_DIR);
+                        name_or_path, env ? env : "", dir);
 }

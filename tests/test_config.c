@@ -312,6 +312,12 @@ START_TEST(strict_errors)
     parse_fails("{\"_class_name\":\"FluxTransformer2DModel\",\"num_attention_heads\":4294967296,"
                 "\"attention_head_dim\":4294967296}",
                 "num_attention_heads: 4294967296 is larger than 16777216");
+    parse_fails("{\"model_type\":\"bert\",\"num_hidden_layers\":1001.0}",
+                "num_hidden_layers: 1001 layers, at most 256 supported");
+    parse_fails("{\"model_type\":\"sam\",\"vision_config\":{\"num_hidden_layers\":300}}",
+                "vision_config.num_hidden_layers: 300 layers, at most 256 supported");
+    parse_fails("{\"_class_name\":\"FluxTransformer2DModel\",\"num_layers\":0}",
+                "num_layers: must be positive, got 0");
     parse_fails("{\"model_type\":\"llama\",\"hidden_size\":1e300}",
                 "hidden_size: expected an integer, got a number");
     /* deep nesting is refused by the parser, not by the stack */

@@ -745,7 +745,7 @@ static void attention_case(attn_cfg c)
             int kh = h / (c.nh / c.nkv);
             double m = -INFINITY;
             for (int j = 0; j < c.S; j++) {
-                int valid = j < p + c.T && (!c.causal || j <= p + t) && (c.window <= 0 || j > p + t - c.window);
+                int valid = (!c.use_pos || j < p + c.T) && (!c.causal || j <= p + t) && (c.window <= 0 || j > p + t - c.window);
                 if (!valid) {
                     sc[j] = -INFINITY;
                     continue;
@@ -792,6 +792,10 @@ START_TEST(test_attention_prefill)
     attention_case((attn_cfg){.T = 6, .S = 6, .nh = 2, .nkv = 1, .d = 8, .scale = 0.3});
     /* prefill into a longer cache: keys past pos + T are ignored */
     attention_case((attn_cfg){.T = 9, .S = 20, .nh = 4, .nkv = 2, .d = 32, .causal = 1, .use_pos = 1});
+    /* without pos every key is valid, also when S differs from T (row and block paths) */
+    attention_case((attn_cfg){.T = 3, .S = 11, .nh = 2, .nkv = 1, .d = 16});
+    attention_case((attn_cfg){.T = 9, .S = 70, .nh = 4, .nkv = 2, .d = 32, .use_mask = 1});
+    attention_case((attn_cfg){.T = 12, .S = 5, .nh = 2, .nkv = 2, .d = 8, .use_mask = 1, .absent_slot = 1});
 }
 END_TEST
 

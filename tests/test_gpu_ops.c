@@ -467,10 +467,10 @@ static void ref_attention(const tens *q, const tens *k, const tens *v, int p, co
     double *s = dalloc(S);
     for (int t = 0; t < T; t++)
         for (int h = 0; h < nh; h++) {
-            int kh = h / (nh / nkv), at = p + t;
+            int kh = h / (nh / nkv), at = (p < 0 ? 0 : p) + t; /* p < 0: no pos, all S keys valid */
             double m = -INFINITY, sum = 0;
             for (int j = 0; j < S; j++) {
-                int ok = j < p + T && (!causal || j <= at) && (window <= 0 || j > at - window);
+                int ok = (p < 0 || j < p + T) && (!causal || j <= at) && (window <= 0 || j > at - window);
                 if (!ok) {
                     s[j] = -INFINITY;
                     continue;
@@ -525,7 +525,7 @@ static void attn_case(gpu *g, const char *what, int T, int S, int nh, int nkv, i
                       RLX_ATTR_I("window", window), RLX_ATTR_F("softcap", cap)};
     tens out = mk(RLX_F32, 3, T, nh, d);
     double *ref = dalloc((int64_t)T * nh * d);
-    ref_attention(&in[0], &in[1], &in[2], p < 0 ? 0 : p, with_mask ? in[n - 1].f : NULL,
+    ref_attention(&in[0], &in[1], &in[2], p, with_mask ? in[n - 1].f : NULL,
                   (double)(float)scale, causal, window, (double)(float)cap, ref);
     check(g, what, "rlx.attention", in, n, &out, 1, at, 4, 0, &ref, TOL);
     for (int k = 0; k < n; k++)
@@ -542,6 +542,7 @@ static void test_attention(gpu *g)
     attn_case(g, "attention window=64 softcap=50 pos=20 d=256", 70, 128, 4, 2, 256, 20, 1, 64,
               50.0, 0);
     attn_case(g, "attention mask, not causal, d=80", 50, 50, 6, 3, 80, -1, 0, 0, 0, 1);
+    attn_case(g, "attention no pos, S=90 > T=20, mask, d=64", 20, 90, 4, 2, 64, -1, 0, 0, 0, 1);
     attn_case(g, "attention T=1 pos=300 S=512 d=128", 1, 512, 8, 2, 128, 300, 1, 0, 0, 0);
     attn_case(g, "attention T=1 pos=0 d=64 window=4", 1, 16, 2, 2, 64, 0, 1, 4, 0, 0);
     attn_case(g, "attention T=37 pos=200 window=50 d=32", 37, 300, 4, 4, 32, 200, 1, 50, 0, 0);

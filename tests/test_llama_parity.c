@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "parity_util.h"
 #include "rlx/rlx.h"
 #include "testutil.h"
 
@@ -20,67 +21,6 @@ typedef struct config {
 static const config configs[] = {{"direct", 1}, {"fusable", 1}, {"direct", 2}, {"fusable", 2}};
 #define N_CONFIGS (sizeof configs / sizeof configs[0])
 
-/* A float tensor of a safetensors file as F32 (malloc), its row count in *rows */
-static float *read_f32(const rlx_weights *w, const char *name, size_t *numel)
-{
-    const rlx_tensor_info *t = rlx_weights_find(w, name);
-    ck_assert_msg(t != NULL, "tensor %s missing", name);
-    size_t n = (size_t)rlx_shape_numel(&t->shape);
-    float *v = malloc(n * sizeof *v);
-    rlx_diag d;
-    rlx_diag_init(&d);
-    ck_assert_msg(rlx_weights_read(t, RLX_F32, v, n, &d) == 0, "%s", d.msg);
-    *numel = n;
-    return v;
-}
-
-static int32_t *read_ids(const rlx_weights *w, const char *name, size_t *n)
-{
-    const rlx_tensor_info *t = rlx_weights_find(w, name);
-    ck_assert_msg(t != NULL, "tensor %s missing", name);
-    *n = (size_t)rlx_shape_numel(&t->shape);
-    int32_t *v = malloc(*n * sizeof *v);
-    rlx_diag d;
-    rlx_diag_init(&d);
-    ck_assert_msg(rlx_weights_read(t, RLX_I32, v, *n, &d) == 0, "%s", d.msg);
-    return v;
-}
-
-static rlx_weights *open_st(const char *path)
-{
-    rlx_weights *w = NULL;
-    rlx_diag d;
-    rlx_diag_init(&d);
-    ck_assert_msg(rlx_weights_open(path, &w, &d) == 0, "%s", d.msg);
-    return w;
-}
-
-static rlx_weights *open_ref(const char *model)
-{
-    char rel[256];
-    snprintf(rel, sizeof rel, "%s/ref.safetensors", model);
-    return open_st(tu_fixture(rel));
-}
-
-static json_t *load_json(const char *path)
-{
-    json_error_t e;
-    json_t *j = json_load_file(path, 0, &e);
-    ck_assert_msg(j != NULL, "%s: %s", path, e.text);
-    return j;
-}
-
-/* runs a command, requires exit 0, returns stdout (caller frees) */
-static char *run_ok(const char *cmd, int timeout)
-{
-    tu_result r = tu_run(cmd, timeout);
-    ck_assert_msg(r.status == 0, "`%s` exited %d: %s", cmd, r.status, r.err);
-    char *out = r.out;
-    r.out = NULL;
-    tu_result_free(&r);
-    return out;
-}
-
 static double row_rel_l2(const float *a, const float *ref, size_t n) { return tu_rel_l2(a, ref, n); }
 
 /* ---------------------------------------------------------------- forward */
@@ -91,12 +31,12 @@ START_TEST(test_forward_parity)
     int c = _i % N_CASES;
     char name[64], mdir[1024], *tmp = tu_mkdtemp();
     snprintf(mdir, sizeof mdir, "%s", tu_fixture(model));
-    rlx_weights *ref = open_ref(model);
+    rlx_weights *ref = pu_open_ref(model);
     size_t t, nref;
     snprintf(name, sizeof name, "case%d.input_ids", c);
-    int32_t *ids = read_ids(ref, name, &t);
+    int32_t *ids = pu_read_ids(ref, name, &t);
     snprintf(name, sizeof name, "case%d.logits", c);
-    float *want = read_f32(ref, name, &nref);
+    float *want = pu_read_f32(ref, name, &nref);
 
     /* the case's ids as the HF name input_ids, [1, T] I32 */
     char in_path[1200];
@@ -115,10 +55,10 @@ START_TEST(test_forward_parity)
         snprintf(out_path, sizeof out_path, "%s/out%zu.safetensors", tmp, k);
         snprintf(cmd, sizeof cmd, "'%s' forward --model '%s' --inputs '%s' --out '%s' --policy %s --threads %d",
                  tu_tool("tools/rlx-run"), mdir, in_path, out_path, configs[k].policy, configs[k].threads);
-        free(run_ok(cmd, 240));
-        rlx_weights *out = open_st(out_path);
+        free(pu_run_ok(cmd, 240));
+        rlx_weights *out = pu_open_st(out_path);
         size_t n;
-        float *got = read_f32(out, "logits", &n);
+        float *got = pu_read_f32(out, "logits", &n);
         ck_assert_msg(n == nref, "%s case %d: logits have %zu values, reference %zu", model, c, n, nref);
         double err = tu_rel_l2(got, want, n);
         printf("forward %s case %d (%s, %d threads): logits rel L2 %.3g\n", model, c, configs[k].policy,
@@ -147,34 +87,26 @@ END_TEST
 
 /* ---------------------------------------------------------------- generate */
 
-static void check_ids(json_t *arr, const int32_t *want, size_t n, const char *what)
-{
-    ck_assert_msg(json_is_array(arr) && json_array_size(arr) == n, "%s: expected %zu ids", what, n);
-    for (size_t i = 0; i < n; i++)
-        ck_assert_msg(json_integer_value(json_array_get(arr, i)) == want[i], "%s[%zu] = %lld, expected %d",
-                      what, i, (long long)json_integer_value(json_array_get(arr, i)), (int)want[i]);
-}
-
 START_TEST(test_generate_parity)
 {
     const char *model = models[_i / N_CASES];
     int c = _i % N_CASES;
     char name[64], mdir[1024], *tmp = tu_mkdtemp();
     snprintf(mdir, sizeof mdir, "%s", tu_fixture(model));
-    rlx_weights *ref = open_ref(model);
+    rlx_weights *ref = pu_open_ref(model);
     size_t t, nfull, nlog;
     snprintf(name, sizeof name, "case%d.input_ids", c);
-    int32_t *ids = read_ids(ref, name, &t);
+    int32_t *ids = pu_read_ids(ref, name, &t);
     snprintf(name, sizeof name, "case%d.full_logits", c);
-    float *full = read_f32(ref, name, &nfull);
+    float *full = pu_read_f32(ref, name, &nfull);
     snprintf(name, sizeof name, "case%d.logits", c);
-    float *want_prefill = read_f32(ref, name, &nlog);
+    float *want_prefill = pu_read_f32(ref, name, &nlog);
     size_t vocab = nlog / t;
     ck_assert_uint_ge(nfull / vocab, t + N_GEN - 1);
 
     char rel[256];
     snprintf(rel, sizeof rel, "%s/ref.json", model);
-    json_t *rj = load_json(tu_fixture(rel));
+    json_t *rj = pu_load_json(tu_fixture(rel));
     json_t *rc = json_array_get(json_object_get(rj, "cases"), (size_t)c);
     json_t *greedy = json_object_get(rc, "greedy_continuation");
     json_t *margins = json_object_get(rc, "top2_margins");
@@ -192,12 +124,12 @@ START_TEST(test_generate_parity)
         snprintf(cmd, sizeof cmd,
                  "'%s' generate --model '%s' --ids %s -n %d --greedy --json --logits-out '%s' --policy %s --threads %d",
                  tu_tool("tools/rlx-run"), mdir, ids_arg, N_GEN, out_path, configs[k].policy, configs[k].threads);
-        char *out = run_ok(cmd, 240);
+        char *out = pu_run_ok(cmd, 240);
         json_error_t je;
         json_t *o = json_loads(out, 0, &je);
         ck_assert_msg(o != NULL, "%s: stdout is not JSON (%s): %s", what, je.text, out);
         free(out);
-        check_ids(json_object_get(o, "prompt_ids"), ids, t, "prompt_ids");
+        pu_check_ids(json_object_get(o, "prompt_ids"), ids, t, "prompt_ids");
         json_t *gen = json_object_get(o, "ids");
         ck_assert_msg(json_array_size(gen) == N_GEN, "%s: %zu ids generated", what, json_array_size(gen));
         for (size_t j = 0; j < N_GEN; j++) {
@@ -214,13 +146,13 @@ START_TEST(test_generate_parity)
         ck_assert(json_is_number(json_object_get(o, "prefill_ms")) && json_is_number(json_object_get(o, "decode_ms")));
         json_decref(o);
 
-        rlx_weights *lw = open_st(out_path);
+        rlx_weights *lw = pu_open_st(out_path);
         size_t n;
-        float *pre = read_f32(lw, "logits", &n);
+        float *pre = pu_read_f32(lw, "logits", &n);
         ck_assert_uint_eq(n, nlog);
         double err = tu_rel_l2(pre, want_prefill, n);
         ck_assert_msg(err < 1e-4, "%s: prefill logits rel L2 %.3g", what, err);
-        float *dec = read_f32(lw, "decode_logits", &n);
+        float *dec = pu_read_f32(lw, "decode_logits", &n);
         ck_assert_msg(n == (N_GEN - 1) * vocab, "%s: decode_logits has %zu values, expected %zu", what, n,
                       (size_t)(N_GEN - 1) * vocab);
         double worst = 0;
@@ -280,29 +212,18 @@ static const char composed_flow[] =
     " {\"block\":\"llama.kv_tap\",\"params\":{\"cache\":\"cache.{i}\"}}]},"
     "{\"block\":\"final_norm\"},{\"block\":\"lm_head\"}]}";
 
-static char *write_flow(const char *dir, const char *name, const char *text)
-{
-    char *path = malloc(1200);
-    snprintf(path, 1200, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    ck_assert(f != NULL);
-    fputs(text, f);
-    fclose(f);
-    return path;
-}
-
 /* forward through the core-blocks flow and the composed-layer flow: HF logits */
 START_TEST(test_flow_core_blocks_forward)
 {
     const char *model = models[_i / N_CASES];
     int c = _i % N_CASES;
     char name[64], *tmp = tu_mkdtemp();
-    rlx_weights *ref = open_ref(model);
+    rlx_weights *ref = pu_open_ref(model);
     size_t t, nref;
     snprintf(name, sizeof name, "case%d.input_ids", c);
-    int32_t *ids = read_ids(ref, name, &t);
+    int32_t *ids = pu_read_ids(ref, name, &t);
     snprintf(name, sizeof name, "case%d.logits", c);
-    float *want = read_f32(ref, name, &nref);
+    float *want = pu_read_f32(ref, name, &nref);
     char in_path[1200];
     snprintf(in_path, sizeof in_path, "%s/in.safetensors", tmp);
     rlx_st_writer *w = rlx_st_writer_new();
@@ -313,16 +234,16 @@ START_TEST(test_flow_core_blocks_forward)
     ck_assert_msg(rlx_st_writer_save(w, in_path, &d) == 0, "%s", d.msg);
     rlx_st_writer_free(w);
 
-    char *flows[2] = {write_flow(tmp, "core.json", core_flow), write_flow(tmp, "composed.json", composed_flow)};
+    char *flows[2] = {pu_write_file(tmp, "core.json", core_flow), pu_write_file(tmp, "composed.json", composed_flow)};
     for (int k = 0; k < 2; k++) {
         char out_path[1200], cmd[4096];
         snprintf(out_path, sizeof out_path, "%s/out%d.safetensors", tmp, k);
         snprintf(cmd, sizeof cmd, "'%s' forward --model '%s' --inputs '%s' --out '%s' --flow '%s' --policy %s",
                  tu_tool("tools/rlx-run"), tu_fixture(model), in_path, out_path, flows[k], k ? "direct" : "fusable");
-        free(run_ok(cmd, 240));
-        rlx_weights *out = open_st(out_path);
+        free(pu_run_ok(cmd, 240));
+        rlx_weights *out = pu_open_st(out_path);
         size_t n;
-        float *got = read_f32(out, "logits", &n);
+        float *got = pu_read_f32(out, "logits", &n);
         ck_assert_uint_eq(n, nref);
         double err = tu_rel_l2(got, want, n);
         printf("flow %s %s case %d: logits rel L2 %.3g\n", flows[k], model, c, err);
@@ -356,25 +277,25 @@ START_TEST(test_flow_composed_generate)
 {
     const char *model = models[_i];
     char *tmp = tu_mkdtemp();
-    rlx_weights *ref = open_ref(model);
+    rlx_weights *ref = pu_open_ref(model);
     size_t t, nfull, nlog;
-    int32_t *ids = read_ids(ref, "case2.input_ids", &t);
-    float *full = read_f32(ref, "case2.full_logits", &nfull);
-    float *pre_ref = read_f32(ref, "case2.logits", &nlog);
+    int32_t *ids = pu_read_ids(ref, "case2.input_ids", &t);
+    float *full = pu_read_f32(ref, "case2.full_logits", &nfull);
+    float *pre_ref = pu_read_f32(ref, "case2.logits", &nlog);
     size_t vocab = nlog / t;
     char ids_arg[1024] = "", out_path[1200], cmd[4096];
     for (size_t i = 0; i < t; i++)
         snprintf(ids_arg + strlen(ids_arg), sizeof ids_arg - strlen(ids_arg), "%s%d", i ? "," : "", (int)ids[i]);
-    char *flow = write_flow(tmp, "composed.json", composed_flow);
+    char *flow = pu_write_file(tmp, "composed.json", composed_flow);
     snprintf(out_path, sizeof out_path, "%s/logits.safetensors", tmp);
     snprintf(cmd, sizeof cmd, "'%s' --model '%s' --ids %s -n %d --greedy --json --logits-out '%s' --flow '%s'",
              tu_tool("tools/rlx-run"), tu_fixture(model), ids_arg, N_GEN, out_path, flow);
-    free(run_ok(cmd, 240));
-    rlx_weights *lw = open_st(out_path);
+    free(pu_run_ok(cmd, 240));
+    rlx_weights *lw = pu_open_st(out_path);
     size_t n;
-    float *pre = read_f32(lw, "logits", &n);
+    float *pre = pu_read_f32(lw, "logits", &n);
     ck_assert_msg(tu_rel_l2(pre, pre_ref, nlog) < 1e-4, "%s: composed prefill logits", model);
-    float *dec = read_f32(lw, "decode_logits", &n);
+    float *dec = pu_read_f32(lw, "decode_logits", &n);
     ck_assert_uint_eq(n, (N_GEN - 1) * vocab);
     for (size_t j = 0; j + 1 < N_GEN; j++) {
         double e = tu_rel_l2(dec + j * vocab, full + (t + j) * vocab, vocab);

@@ -8,11 +8,12 @@
 #include <string.h>
 #include <unistd.h>
 #include "rlx/rlx.h"
+#include "bench_reference.h"
 #include "run_common.h"
 
 static const char usage[] =
     "usage: rlx-bench (--model DIR | --config config.json) [--prefill T] [--decode N] [--batch B] "
-    "[--backend NAME] [--threads N] [--profile NAME|FILE] [--reps R] [--json]";
+    "[--backend NAME] [--threads N] [--profile NAME|FILE] [--reps R] [--no-reference] [--json]";
 
 static const char help[] =
     "usage: rlx-bench (--model DIR | --config config.json) [options]\n"
@@ -28,8 +29,11 @@ static const char help[] =
     "  --policy direct|fusable fusion policy\n"
     "  --reps R             repetitions (default 3)\n"
     "  --seed S             seed of the random weights and prompt (default 1)\n"
+    "  --no-reference       skip the same-run ceilings (CPU: read GB/s, OpenBLAS sgemm)\n"
     "  --json               {\"prefill_tokens_per_s\",\"decode_tokens_per_s\",\"prefill_gflops\",\n"
-    "                        \"decode_gb_per_s\",\"threads\",\"backend\",\"reps\"}\n";
+    "                        \"decode_gb_per_s\",\"threads\",\"backend\",\"reps\"} plus, on the\n"
+    "                       CPU, \"reference\":{\"read_gb_per_s\",\"sgemm_gflops\",\"sgemm_mkn\"},\n"
+    "                       \"decode_vs_read_bandwidth\" and \"prefill_vs_sgemm\" (ratios)\n";
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -131,12 +135,14 @@ typedef struct bench_args {
     const char *model, *config;
     long long prefill, decode, batch, reps, seed;
     int json;
+    int reference; /* measure machine ceilings in the same run */
     run_model_flags mf;
 } bench_args;
 
 static int parse(int argc, char **argv, bench_args *a)
 {
     memset(a, 0, sizeof *a);
+    a->reference = 1;
     a->prefill = 128;
     a->decode = 32;
     a->batch = 1;
@@ -158,6 +164,7 @@ static int parse(int argc, char **argv, bench_args *a)
         VALUE("--seed") { if (run_int("--seed", v, 0, INT64_MAX, &a->seed)) goto bad; continue; }
 #undef VALUE
         if (!strcmp(argv[i], "--json")) a->json = 1;
+        else if (!strcmp(argv[i], "--no-reference")) a->reference = 0;
         else {
             fprintf(stderr, "rlx-bench: unknown option '%s'\n%s\n", argv[i], usage);
             return 2;
@@ -228,6 +235,13 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
         double kv = 2.0 * (double)cfg->num_layers * (double)(cfg->num_kv_heads > 0 ? cfg->num_kv_heads : cfg->num_heads) *
                     hd * ((double)T + (double)N / 2.0);
         double gbs = d_tps * 4.0 * (lp + kv) / 1e9;
+        /* ceilings of this machine, measured now (CPU backend only) */
+        struct { double read_gbps, sgemm_gflops; } ref = {0, 0};
+        if (a->reference && !strcmp(rlx_model_backend_name(m), "cpu")) {
+            int th = rlx_model_threads(m);
+            ref.read_gbps = bench_ref_read_gbps(th, (size_t)512 << 20, 5);
+            ref.sgemm_gflops = bench_ref_sgemm_gflops(th, T, cfg->hidden_size, cfg->intermediate_size, 5);
+        }
         if (a->json) {
             json_t *o = json_object();
             json_object_set_new(o, "prefill_tokens_per_s", json_real(p_tps));
@@ -237,6 +251,16 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
             json_object_set_new(o, "threads", json_integer(rlx_model_threads(m)));
             json_object_set_new(o, "backend", json_string(rlx_model_backend_name(m)));
             json_object_set_new(o, "reps", json_integer(a->reps));
+            if (ref.read_gbps > 0) {
+                json_t *r = json_object();
+                json_object_set_new(r, "read_gb_per_s", json_real(ref.read_gbps));
+                json_object_set_new(r, "sgemm_gflops", json_real(ref.sgemm_gflops));
+                json_object_set_new(r, "sgemm_mkn", json_pack("[III]", (json_int_t)T, (json_int_t)cfg->hidden_size,
+                                                              (json_int_t)cfg->intermediate_size));
+                json_object_set_new(o, "reference", r);
+                json_object_set_new(o, "decode_vs_read_bandwidth", json_real(gbs / ref.read_gbps));
+                json_object_set_new(o, "prefill_vs_sgemm", json_real(gflops / ref.sgemm_gflops));
+            }
             char *txt = json_dumps(o, JSON_COMPACT);
             puts(txt ? txt : "{}");
             free(txt);
@@ -248,6 +272,11 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
                    (long long)N, dm, d_tps, gbs);
             printf("backend %s, %d threads, %lld reps\n", rlx_model_backend_name(m), rlx_model_threads(m),
                    a->reps);
+            if (ref.read_gbps > 0)
+                printf("reference (same run): read %.1f GB/s -> decode at %.0f%%; sgemm [%lld,%lld,%lld] %.1f "
+                       "GFLOP/s -> prefill at %.0f%%\n",
+                       ref.read_gbps, 100.0 * gbs / ref.read_gbps, (long long)T, (long long)cfg->hidden_size,
+                       (long long)cfg->intermediate_size, ref.sgemm_gflops, 100.0 * gflops / ref.sgemm_gflops);
         }
     }
     for (int64_t b = 0; s && b < B; b++) rlx_session_free(s[b]);

@@ -12,7 +12,7 @@ TP_BLOCK(blk, "tp.unique_block" TP_STR(TP_DUP_KIND));
 TP_BACKEND(be, TP_DUP_KIND == 2 ? "tp-avail" : "tp-unique" TP_STR(TP_DUP_KIND), 5, tp_probe_yes);
 static const rlx_arch arch = {(uint32_t)RLX_STRUCT_SIZE(rlx_arch, build_flow),
                               TP_DUP_KIND == 3 ? "tp-arch" : "tp-unique-arch" TP_STR(TP_DUP_KIND), types, NULL, NULL,
-                              build};
+                              build, 0};
 static const rlx_block *const blocks[] = {&blk};
 static const rlx_backend *const backends[] = {&be};
 static const rlx_arch *const archs[] = {&arch};

@@ -288,6 +288,10 @@ typedef struct rlx_arch {
     /* Fill an empty flow for this config and phase with host->flow_* calls. */
     int (*build_flow)(rlx_flow *flow, int phase, const rlx_model_config *cfg,
                       const rlx_host_api *host, rlx_diag *d);
+    /* appended: the phases build_flow builds, bits 1u << RLX_PHASE_*. 0 (or a struct
+     * without it): prefill and decode. An encoder sets 1u << RLX_PHASE_ENCODE: the host
+     * builds one flow with the encoder inputs (docs/CONVENTIONS.md) and runs it as is. */
+    uint32_t phases;
 } rlx_arch;
 
 /* ---------------------------------------------------------------- plugin descriptor */

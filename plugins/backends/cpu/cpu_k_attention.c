@@ -76,6 +76,15 @@ int cpu_prep_attention(const cpu_compile_ctx *c, cpu_node *nd)
     return 0;
 }
 
+/* Keys [lo, hi) of query row t: with pos, j < p+T (the rest of a cache is unwritten);
+ * without pos, all S keys (encoders, cross-attention); causal and window narrow it. */
+static void row_range(const cpu_node *nd, int64_t p, int64_t t, int64_t *lo, int64_t *hi)
+{
+    *hi = nd->pos_in >= 0 ? p + nd->T : nd->S;
+    if (nd->causal && p + t + 1 < *hi) *hi = p + t + 1;
+    *lo = nd->window > 0 && p + t - nd->window + 1 > 0 ? p + t - nd->window + 1 : 0;
+}
+
 typedef struct attn_job {
     const cpu_run *r;
     int64_t p, q_blocks;
@@ -90,8 +99,8 @@ static void attn_row(const cpu_run *r, int64_t p, int64_t t, int64_t h, float *s
     const float *K = CPU_F(r, 1), *V = CPU_F(r, 2);
     const float *mask = nd->mask_in >= 0 ? (const float *)r->vp[nd->mask_in] + t * nd->S : NULL;
     float *out = CPU_O(r, 0) + (t * nd->nh + h) * d;
-    int64_t jhi = nd->causal ? p + t + 1 : p + nd->T;
-    int64_t jlo = nd->window > 0 && p + t - nd->window + 1 > 0 ? p + t - nd->window + 1 : 0;
+    int64_t jlo, jhi;
+    row_range(nd, p, t, &jlo, &jhi);
     float m = -INFINITY, l = 0.0f, cap = nd->fb;
     memset(acc, 0, (size_t)d * sizeof *acc);
     for (int64_t jb = jlo; jb < jhi; jb += KEY_BLOCK) {
@@ -120,11 +129,6 @@ static void attn_row(const cpu_run *r, int64_t p, int64_t t, int64_t h, float *s
     }
 }
 
-static void row_range(const cpu_node *nd, int64_t p, int64_t t, int64_t *lo, int64_t *hi)
-{
-    *hi = nd->causal ? p + t + 1 : p + nd->T;
-    *lo = nd->window > 0 && p + t - nd->window + 1 > 0 ? p + t - nd->window + 1 : 0;
-}
 
 /* Query rows t0..t1 of head h: scores of a block of keys by sgemm (Q·Kᵀ), online softmax
  * per row, then O += P·V by sgemm. Rows and keys are read in place (strided). */
@@ -215,7 +219,7 @@ int cpu_run_attention(const cpu_run *r)
     if (p < 0)
         return cpu_fail(r->d, RLX_ERR_INVALID, "cpu: node %u (rlx.attention): pos %lld is negative",
                         nd->index, (long long)p);
-    if (p + nd->T > nd->S)
+    if (nd->pos_in >= 0 && p + nd->T > nd->S)
         return cpu_fail(r->d, RLX_ERR_INVALID,
                         "cpu: node %u (rlx.attention): pos %lld + %lld query rows is past the %lld key rows",
                         nd->index, (long long)p, (long long)nd->T, (long long)nd->S);

@@ -18,7 +18,8 @@ __global__ __launch_bounds__(ATTN_THREADS) static void k_attention(gpu_attn a)
     const int h = blockIdx.y, q0 = blockIdx.x * BQ, tid = threadIdx.x;
     const int kvh = h / (a.nh / a.nkv), d = a.d;
     const int64_t p = a.pos ? a.pos[0] : 0;
-    const int64_t kv_len = p + a.T < a.S ? p + a.T : a.S;
+    /* with pos: the keys written so far (j < p+T); without pos: all S keys (encoders) */
+    const int64_t kv_len = a.pos && p + a.T < a.S ? p + a.T : a.S;
 
     for (int idx = tid; idx < BQ * DP; idx += ATTN_THREADS) {
         int r = idx / DP, c = idx % DP, t = q0 + r;

@@ -1,0 +1,29 @@
+/* Helpers shared by the causal-LM parity tests (test_llama_parity, test_qwen_gemma_parity):
+ * reading reference tensors, running rlx-run, writing inputs and flows. They assert with
+ * Check, so call them inside a test. */
+#ifndef RLX_PARITY_UTIL_H
+#define RLX_PARITY_UTIL_H
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "rlx/rlx.h"
+
+rlx_weights *pu_open_st(const char *path);
+/* tests/fixtures/<model>/ref.safetensors */
+rlx_weights *pu_open_ref(const char *model);
+/* a float tensor as F32 (malloc), its value count in *numel */
+float *pu_read_f32(const rlx_weights *w, const char *name, size_t *numel);
+/* an integer tensor as I32 (malloc), its value count in *n */
+int32_t *pu_read_ids(const rlx_weights *w, const char *name, size_t *n);
+json_t *pu_load_json(const char *path);
+/* runs a command, requires exit 0, returns stdout (caller frees) */
+char *pu_run_ok(const char *cmd, int timeout_s);
+/* ids as the HF input "input_ids" [1, T] I32 in path */
+void pu_write_ids(const char *path, const int32_t *ids, size_t t);
+/* text into dir/name; returns the path (caller frees) */
+char *pu_write_file(const char *dir, const char *name, const char *text);
+/* "1,2,3" into out */
+void pu_ids_arg(char *out, size_t len, const int32_t *ids, size_t t);
+/* a JSON array of n integers equal to want (what names it in the failure) */
+void pu_check_ids(json_t *arr, const int32_t *want, size_t n, const char *what);
+#endif
