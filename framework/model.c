@@ -129,6 +129,15 @@ static int load_profiles(rlx_model *m, const rlx_model_options *opt, rlx_diag *d
             int rc = rlx_profile_load(names[k], &m->profile[k], d);
             if (rc) return rc;
         }
+        /* f16/bf16 compute needs kernels no backend has yet: refuse rather than
+         * silently computing in f32 */
+        const rlx_profile *p = &m->profile[k];
+        if (strcmp(p->precision.compute, "f32") || strcmp(p->precision.mixed, "none"))
+            return rlx_diag_set(d, RLX_ERR_UNSUPPORTED,
+                                "profile %s: precision.compute \"%s\" / precision.mixed \"%s\": not "
+                                "implemented yet (rlx computes in f32; stored f16/bf16 weights are "
+                                "converted to f32 on load)",
+                                names[k] ? names[k] : "(defaults)", p->precision.compute, p->precision.mixed);
     }
     return 0;
 }
@@ -181,6 +190,8 @@ RLX_API int rlx_model_open(const char *dir, const rlx_model_options *opt_in, rlx
     rlx_model *m = calloc(1, sizeof *m);
     if (!m) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     m->verbose = o.verbose;
+    m->progress = o.progress;
+    m->progress_user = o.progress_user;
     int rc = (m->dir = strdup(dir)) ? 0 : rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     if (!rc) rc = rlx_config_open(dir, &m->config, d);
     if (!rc) m->cfg = *rlx_config_model(m->config);

@@ -31,6 +31,9 @@ struct rlx_model {
     void *be_ctx;
     int threads;
     int verbose;
+    void (*progress)(void *user, uint64_t done, uint64_t total); /* rlx_model_options */
+    void *progress_user;
+    uint64_t bytes_loaded, bytes_total; /* checkpoint bytes converted so far / in all */
     rlx_flow *flow[2]; /* prefill, decode */
     int encoder;       /* the arch builds an encode flow (flow[0], phase RLX_PHASE_ENCODE) */
     rg_weight *w;

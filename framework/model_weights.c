@@ -98,6 +98,13 @@ int rg_model_weight(rlx_model *m, const char *name, const rlx_shape *expect, int
     }
     m->n_w++;
     *out = w;
+    if (m->progress) {
+        if (!m->bytes_total)
+            for (size_t i = 0; i < rlx_weights_count(m->weights); i++)
+                m->bytes_total += rlx_weights_at(m->weights, i)->nbytes;
+        m->bytes_loaded += t->nbytes;
+        m->progress(m->progress_user, m->bytes_loaded, m->bytes_total);
+    }
     return 0;
 }
 

@@ -381,6 +381,23 @@ START_TEST(test_cli_errors)
     ck_assert_msg(r.status == 1 && strstr(r.err, "/nonexistent/in.safetensors") && one_line(r.err), "exit %d: %s",
                   r.status, r.err);
     tu_result_free(&r);
+
+    /* a profile asking for bf16 compute is refused, not silently run in f32 */
+    char *dir = tu_mkdtemp(), prof[1024];
+    snprintf(prof, sizeof prof, "%s/bf16.rlx.json", dir);
+    FILE *f = fopen(prof, "w");
+    ck_assert(f != NULL);
+    fputs("{\"precision\": {\"compute\": \"bf16\"}}", f);
+    fclose(f);
+    snprintf(args, sizeof args, "generate --model '%s' --ids 1,2 -n 2 --profile '%s'", tu_fixture("llama32-tiny"),
+             prof);
+    r = run_cli(args);
+    ck_assert_msg(r.status == 1 && one_line(r.err) &&
+                      strstr(r.err, "precision.compute \"bf16\" / precision.mixed \"none\": not implemented yet"),
+                  "exit %d: %s", r.status, r.err);
+    tu_result_free(&r);
+    tu_rmrf(dir);
+    free(dir);
 }
 END_TEST
 

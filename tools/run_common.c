@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 const char *run_prog_name = "rlx-run";
 
@@ -171,9 +172,26 @@ int run_model_flag(int argc, char **argv, int *i, run_model_flags *f, const char
     return 0;
 }
 
+/* A one-line progress meter on a terminal while a large checkpoint is converted and
+ * uploaded; silent for small models and when stderr is not a TTY. */
+static void progress_meter(void *user, uint64_t done, uint64_t total)
+{
+    static int last = -1;
+    (void)user;
+    if (total < ((uint64_t)64 << 20)) return;
+    int pct = (int)(100.0 * (double)done / (double)total);
+    if (pct == last) return;
+    last = pct;
+    if (done >= total) fprintf(stderr, "\r\033[K");
+    else fprintf(stderr, "\r%s: loading weights %3d%% (%llu / %llu MB)", run_prog_name, pct,
+                 (unsigned long long)(done >> 20), (unsigned long long)(total >> 20));
+    fflush(stderr);
+}
+
 void run_model_options(const run_model_flags *f, rlx_model_options *o)
 {
     rlx_model_options_init(o);
+    if (isatty(2)) o->progress = progress_meter;
     if (f->backend) o->backend = f->backend;
     if (f->profile) o->profile = f->profile;
     if (f->flow) o->flow_file = f->flow;

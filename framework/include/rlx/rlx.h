@@ -176,6 +176,10 @@ typedef struct rlx_model_options {
     int threads;              /* 0: profile / one per core */
     const char *policy;       /* NULL: profile's; "direct" | "fusable" overrides */
     int verbose;
+    /* Called as weights are converted / uploaded for the backend (the slow part of
+     * loading a large checkpoint): bytes of checkpoint done out of total. NULL: silent. */
+    void (*progress)(void *user, uint64_t done_bytes, uint64_t total_bytes);
+    void *progress_user;
 } rlx_model_options;
 
 void rlx_model_options_init(rlx_model_options *o);
