@@ -421,6 +421,11 @@ static void read_flux(rd *r, rlx_model_config *mc)
     mc->norm_eps = get_num(r, "eps", 1e-6);
     mc->rope_theta = get_num(r, "rope_theta", flux2 ? 2000.0 : 10000.0);
     snprintf(mc->rope_type, sizeof mc->rope_type, "default");
+    mc->in_channels = get_int(r, "in_channels", flux2 ? 128 : 64);
+    mc->context_dim = get_int(r, "joint_attention_dim", flux2 ? 15360 : 4096);
+    mc->pooled_dim = flux2 ? 0 : get_int(r, "pooled_projection_dim", 768);
+    json_t *axes = get(r, "axes_dims_rope");
+    mc->rope_axes = json_is_array(axes) ? (int32_t)json_array_size(axes) : flux2 ? 4 : 3;
 }
 
 static const char supported_types[] = "llama, qwen3, gemma2, gemma3_text, bert, sam, flux";
@@ -428,7 +433,7 @@ static const char supported_types[] = "llama, qwen3, gemma2, gemma3_text, bert, 
 static int fill_model(rd *r, rlx_model_config *mc)
 {
     memset(mc, 0, sizeof *mc);
-    mc->struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_model_config, type_vocab_size);
+    mc->struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_model_config, rope_axes);
     mc->bos_token_id = -1;
     json_t *archs = get(r, "architectures");
     if (archs && json_is_array(archs) && json_is_string(json_array_get(archs, 0))) {

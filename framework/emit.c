@@ -94,6 +94,7 @@ static int32_t emit_input(rlx_ctx *c, const char *name, int32_t dtype, const rlx
     rlx_shape s = *shape;
     for (uint32_t i = 0; i < s.ndim; i++) {
         if (s.dims[i] == -1) s.dims[i] = c->T;
+        if (s.dims[i] == -2) s.dims[i] = c->ctx_len; /* S: the second length (flux text) */
         if (s.dims[i] < 0) return rg_ctx_fail(c, "input %s: bad dim %lld", name, (long long)s.dims[i]), -1;
     }
     int32_t v = rg_map_get(&c->inputs, name);
@@ -322,4 +323,5 @@ void rlx__host_fill_emit(rlx_host_api *h)
     h->flow_stage = rg_host_flow_stage;
     h->flow_repeat_begin = rg_host_flow_repeat_begin;
     h->flow_repeat_end = rg_host_flow_repeat_end;
+    h->flow_input = rg_host_flow_input;
 }

@@ -72,7 +72,7 @@ RLX_API int rlx_flow_input(rlx_flow *f, const char *name, int dtype, uint32_t nd
         if (strcmp(f->inputs[i].name, name) == 0)
             return rg_flow_set_err(f, "flow input %s: declared twice", name);
     for (uint32_t i = 0; i < ndim; i++)
-        if (dims[i] < -1) return rg_flow_set_err(f, "flow input %s: bad dim %lld", name, (long long)dims[i]);
+        if (dims[i] < -2) return rg_flow_set_err(f, "flow input %s: bad dim %lld", name, (long long)dims[i]);
     rg_flow_input *in = realloc(f->inputs, (f->n_inputs + 1) * sizeof *in);
     if (!in) return RLX_ERR_NOMEM;
     f->inputs = in;
@@ -223,6 +223,11 @@ int rg_host_flow_stage(rlx_flow *f, const char *block, const char *params_json)
     return rlx_flow_stage(f, block, params_json);
 }
 
+int rg_host_flow_input(rlx_flow *f, const char *name, int32_t dtype, uint32_t ndim, const int64_t *dims)
+{
+    return rlx_flow_input(f, name, dtype, ndim, dims);
+}
+
 int rg_host_flow_repeat_begin(rlx_flow *f, int64_t n)
 {
     if (!f) return RLX_ERR_INVALID;
@@ -277,6 +282,7 @@ RLX_API void rlx_flow_print(const rlx_flow *f, FILE *out)
         for (uint32_t d = 0; d < in->ndim; d++) {
             if (d) fputs(", ", out);
             if (in->dims[d] == -1) fputs("T", out);
+            else if (in->dims[d] == -2) fputs("S", out);
             else fprintf(out, "%lld", (long long)in->dims[d]);
         }
         fprintf(out, "]\n");

@@ -51,4 +51,5 @@ int rg_flow_stage_json(rlx_flow *f, const char *block, struct json_t *params);
 int rg_host_flow_stage(rlx_flow *f, const char *block, const char *params_json);
 int rg_host_flow_repeat_begin(rlx_flow *f, int64_t n);
 int rg_host_flow_repeat_end(rlx_flow *f);
+int rg_host_flow_input(rlx_flow *f, const char *name, int32_t dtype, uint32_t ndim, const int64_t *dims);
 #endif

@@ -91,7 +91,7 @@ RLX_API int rlx_model_forward(rlx_model *m, const rlx_weights *inputs, rlx_st_wr
     }
     /* T from the first given input with a sequence dim. Inputs with a batch dim agree on
      * its rows; an input without one is shared by every row. */
-    int64_t T = -1, B = 1;
+    int64_t T = -1, S = -1, B = 1; /* S: a second length (dim -2), FLUX's text tokens */
     int batched = 0;
     const char *first = NULL;
     for (uint32_t k = 0; k < f->n_inputs; k++) {
@@ -111,13 +111,17 @@ RLX_API int rlx_model_forward(rlx_model *m, const rlx_weights *inputs, rlx_st_wr
         }
         for (uint32_t j = 0; T < 0 && j < fi->ndim && j < s.ndim; j++)
             if (fi->dims[j] == -1) T = s.dims[j];
+        for (uint32_t j = 0; S < 0 && j < fi->ndim && j < s.ndim; j++)
+            if (fi->dims[j] == -2) S = s.dims[j];
     }
+    if (S < 0) S = T;
     if (T < 1) {
         for (uint32_t k = 0; k < f->n_inputs; k++)
             if (!rlx_weights_find(inputs, f->inputs[k].name) && !has_default(&f->inputs[k]))
                 return rlx_diag_set(d, RLX_ERR_INVALID, "missing input tensor \"%s\"", f->inputs[k].name);
         return rlx_diag_set(d, RLX_ERR_INVALID, "input tensors: no sequence length (inputs: %s)", names);
     }
+    if (S < 1) return rlx_diag_set(d, RLX_ERR_INVALID, "input tensors: an empty second sequence (inputs: %s)", names);
     /* per input: one row of host data (given tensors are read whole, rows × numel) */
     rg_io *io = calloc(f->n_inputs + 1, sizeof *io);
     char **bufs = calloc(f->n_inputs + 1, sizeof *bufs);
@@ -128,6 +132,7 @@ RLX_API int rlx_model_forward(rlx_model *m, const rlx_weights *inputs, rlx_st_wr
         rlx_shape want = rg_shape(fi->ndim, fi->dims);
         for (uint32_t j = 0; j < want.ndim; j++)
             if (want.dims[j] == -1) want.dims[j] = T;
+            else if (want.dims[j] == -2) want.dims[j] = S;
         size_t numel = (size_t)rlx_shape_numel(&want);
         const rlx_tensor_info *t = rlx_weights_find(inputs, fi->name);
         int64_t nrows = 0;
@@ -159,7 +164,7 @@ RLX_API int rlx_model_forward(rlx_model *m, const rlx_weights *inputs, rlx_st_wr
     rg_exec *e = NULL;
     fwd_out *outs = NULL;
     uint32_t n_outs = 0;
-    if (!rc) rc = rg_model_exec(m, m->encoder ? RLX_PHASE_ENCODE : RLX_PHASE_PREFILL, T, T, &e, d);
+    if (!rc) rc = rg_model_exec(m, m->encoder ? RLX_PHASE_ENCODE : RLX_PHASE_PREFILL, T, S, &e, d);
     if (!rc) rc = outputs_of(e, B, &outs, &n_outs, d);
     for (int64_t b = 0; b < B && !rc; b++) {
         for (uint32_t k = 0; k < f->n_inputs; k++) io[k].data = bufs[k] + row_bytes[k] * (size_t)b;

@@ -8,7 +8,7 @@ static pthread_once_t host_once = PTHREAD_ONCE_INIT;
 
 static void host_init(void)
 {
-    host_table.struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_host_api, flow_repeat_end);
+    host_table.struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_host_api, flow_input);
     host_table.abi_major = RLX_ABI_MAJOR;
     host_table.abi_minor = RLX_ABI_MINOR;
     rlx__host_fill_core(&host_table);

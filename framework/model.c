@@ -162,12 +162,15 @@ static int build_flows(rlx_model *m, const rlx_model_options *opt, rlx_diag *d)
         if (k && m->encoder) /* one flow: the second slot is a copy of it */
             return (m->flow[1] = rg_flow_clone(m->flow[0])) ? 0 : rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
         rlx_flow *f = rlx_flow_new(m->arch->name);
-        if (!f || (m->encoder ? add_encoder_inputs(f) : add_default_inputs(f))) {
+        if (!f || (!m->encoder && add_default_inputs(f))) {
             rlx_flow_free(f);
             return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
         }
         m->flow[k] = f;
         int rc = m->arch->build_flow(f, m->encoder ? RLX_PHASE_ENCODE : phases[k], &m->cfg, rlx_host_api_get(), d);
+        /* an encoder recipe may declare its own inputs (host->flow_input); else BERT's */
+        if (!rc && m->encoder && !f->n_inputs && add_encoder_inputs(f))
+            rc = rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
         if (!rc && f->err[0]) rc = rlx_diag_set(d, RLX_ERR_INVALID, "arch %s: %s", m->arch->name, f->err);
         if (!rc && f->n_open) rc = rlx_diag_set(d, RLX_ERR_INVALID, "arch %s: flow_repeat_begin without flow_repeat_end", m->arch->name);
         if (rc) {

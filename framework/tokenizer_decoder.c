@@ -29,16 +29,22 @@ void tk_decoder_free(tk_decoder *d)
     free(d);
 }
 
+/* one item of a Sequence */
+static int load_sub(const tk_jctx *c, json_t *item, const char *path, size_t i, void *owner)
+{
+    tk_decoder *d = owner;
+    int rc = tk_decoder_load(c, item, path, &d->sub[i]);
+    if (!rc) d->n_sub++;
+    return rc;
+}
+
 int tk_decoder_load(const tk_jctx *c, json_t *j, const char *path, tk_decoder **out)
 {
     *out = NULL;
-    if (!json_is_object(j)) return tk_jerr(c, path, "must be an object or null");
-    const char *type = NULL;
+    const char *type;
     char tpath[256];
-    snprintf(tpath, sizeof tpath, "%s.type", path);
-    int rc = tk_jstr(c, j, path, "type", &type);
+    int rc = tk_jtype(c, j, path, &type, tpath, sizeof tpath);
     if (rc) return rc;
-    if (!type) return tk_jerr(c, tpath, "missing");
     tk_decoder *d = calloc(1, sizeof *d);
     if (!d) return rlx_diag_set(c->d, RLX_ERR_NOMEM, "%s: out of memory", c->origin);
     const char *s = NULL;
@@ -81,18 +87,10 @@ int tk_decoder_load(const tk_jctx *c, json_t *j, const char *path, tk_decoder **
         if ((rc = tk_jstr(c, j, path, "suffix", &s))) goto fail;
     } else if (!strcmp(type, "Sequence")) {
         d->kind = D_SEQ;
-        json_t *arr = json_object_get(j, "decoders");
-        if (!json_is_array(arr)) {
-            rc = tk_jerr(c, path, "\"decoders\" must be an array");
-            goto fail;
-        }
+        json_t *arr = tk_jarray(c, j, path, "decoders", &rc);
+        if (!arr) goto fail;
         if (!(d->sub = calloc(json_array_size(arr) + 1, sizeof *d->sub))) goto nomem;
-        for (size_t i = 0; i < json_array_size(arr); i++) {
-            char sp[256];
-            snprintf(sp, sizeof sp, "%s.decoders[%zu]", path, i);
-            if ((rc = tk_decoder_load(c, json_array_get(arr, i), sp, &d->sub[i]))) goto fail;
-            d->n_sub++;
-        }
+        if ((rc = tk_jeach(c, arr, path, "decoders", load_sub, d))) goto fail;
     } else {
         rc = rlx_diag_set(c->d, RLX_ERR_UNSUPPORTED,
                           "%s: %s: unsupported decoder '%s' (supported: ByteLevel, Replace, "

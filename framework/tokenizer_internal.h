@@ -94,6 +94,19 @@ int tk_jstr(const tk_jctx *c, struct json_t *obj, const char *path, const char *
 int tk_jbool(const tk_jctx *c, struct json_t *obj, const char *path, const char *key, int *out);
 int tk_jint(const tk_jctx *c, struct json_t *obj, const char *path, const char *key,
             int64_t *out);
+/* A component object's "type" (borrowed): errors if j is not an object or has none;
+ * tpath gets "<path>.type" for the caller's unsupported-type message */
+int tk_jtype(const tk_jctx *c, struct json_t *j, const char *path, const char **type, char *tpath,
+             size_t tpath_len);
+/* A Sequence's obj[key], which must be an array (NULL after the error, code in *rc) */
+struct json_t *tk_jarray(const tk_jctx *c, struct json_t *obj, const char *path, const char *key,
+                         int *rc);
+/* Loads each item of arr (obj[key]) with load(c, item, "<path>.<key>[i]", i, owner), stopping at
+ * the first error (returned) */
+typedef int (*tk_item_load)(const tk_jctx *c, struct json_t *item, const char *path, size_t i,
+                            void *owner);
+int tk_jeach(const tk_jctx *c, struct json_t *arr, const char *path, const char *key,
+             tk_item_load load, void *owner);
 /* {"String": s} or {"Regex": r}: *is_regex set, *pat borrowed from the json */
 int tk_jpattern(const tk_jctx *c, struct json_t *obj, const char *path, const char **pat,
                 int *is_regex);

@@ -29,16 +29,22 @@ void tk_normalizer_free(tk_normalizer *n)
     free(n);
 }
 
+/* one item of a Sequence */
+static int load_sub(const tk_jctx *c, json_t *item, const char *path, size_t i, void *owner)
+{
+    tk_normalizer *n = owner;
+    int rc = tk_normalizer_load(c, item, path, &n->sub[i]);
+    if (!rc) n->n_sub++;
+    return rc;
+}
+
 int tk_normalizer_load(const tk_jctx *c, json_t *j, const char *path, tk_normalizer **out)
 {
     *out = NULL;
-    if (!json_is_object(j)) return tk_jerr(c, path, "must be an object or null");
-    const char *type = NULL;
+    const char *type;
     char tpath[256];
-    snprintf(tpath, sizeof tpath, "%s.type", path);
-    int rc = tk_jstr(c, j, path, "type", &type);
+    int rc = tk_jtype(c, j, path, &type, tpath, sizeof tpath);
     if (rc) return rc;
-    if (!type) return tk_jerr(c, tpath, "missing");
     tk_normalizer *n = calloc(1, sizeof *n);
     if (!n) return rlx_diag_set(c->d, RLX_ERR_NOMEM, "%s: out of memory", c->origin);
     if (!strcmp(type, "NFC")) n->kind = N_NFC;
@@ -79,19 +85,10 @@ int tk_normalizer_load(const tk_jctx *c, json_t *j, const char *path, tk_normali
             goto fail;
     } else if (!strcmp(type, "Sequence")) {
         n->kind = N_SEQ;
-        json_t *arr = json_object_get(j, "normalizers");
-        if (!json_is_array(arr)) {
-            rc = tk_jerr(c, path, "\"normalizers\" must be an array");
-            goto fail;
-        }
-        n->sub = calloc(json_array_size(arr) + 1, sizeof *n->sub);
-        if (!n->sub) goto nomem;
-        for (size_t i = 0; i < json_array_size(arr); i++) {
-            char sp[256];
-            snprintf(sp, sizeof sp, "%s.normalizers[%zu]", path, i);
-            if ((rc = tk_normalizer_load(c, json_array_get(arr, i), sp, &n->sub[i]))) goto fail;
-            n->n_sub++;
-        }
+        json_t *arr = tk_jarray(c, j, path, "normalizers", &rc);
+        if (!arr) goto fail;
+        if (!(n->sub = calloc(json_array_size(arr) + 1, sizeof *n->sub))) goto nomem;
+        if ((rc = tk_jeach(c, arr, path, "normalizers", load_sub, n))) goto fail;
     } else {
         rc = rlx_diag_set(c->d, RLX_ERR_UNSUPPORTED,
                           "%s: %s: unsupported normalizer '%s' (supported: NFC, NFD, NFKC, NFKD, "

@@ -77,16 +77,22 @@ static int token_pair_id(const tk_jctx *c, json_t *j, const char *path, const ch
     return 0;
 }
 
+/* one item of a Sequence */
+static int load_sub(const tk_jctx *c, json_t *item, const char *path, size_t i, void *owner)
+{
+    tk_post *p = owner;
+    int rc = tk_post_load(c, item, path, &p->sub[i]);
+    if (!rc) p->n_sub++;
+    return rc;
+}
+
 int tk_post_load(const tk_jctx *c, json_t *j, const char *path, tk_post **out)
 {
     *out = NULL;
-    if (!json_is_object(j)) return tk_jerr(c, path, "must be an object or null");
-    const char *type = NULL;
+    const char *type;
     char tpath[256];
-    snprintf(tpath, sizeof tpath, "%s.type", path);
-    int rc = tk_jstr(c, j, path, "type", &type);
+    int rc = tk_jtype(c, j, path, &type, tpath, sizeof tpath);
     if (rc) return rc;
-    if (!type) return tk_jerr(c, tpath, "missing");
     tk_post *p = calloc(1, sizeof *p);
     if (!p) return rlx_diag_set(c->d, RLX_ERR_NOMEM, "%s: out of memory", c->origin);
     if (!strcmp(type, "TemplateProcessing")) {
@@ -99,19 +105,11 @@ int tk_post_load(const tk_jctx *c, json_t *j, const char *path, tk_post **out)
     } else if (!strcmp(type, "ByteLevel")) {
         if (push(p, -1)) goto nomem; /* only offsets change */
     } else if (!strcmp(type, "Sequence")) {
-        json_t *arr = json_object_get(j, "processors");
-        if (!json_is_array(arr)) {
-            rc = tk_jerr(c, path, "\"processors\" must be an array");
-            goto fail;
-        }
+        json_t *arr = tk_jarray(c, j, path, "processors", &rc);
+        if (!arr) goto fail;
         p->is_seq = 1;
         if (!(p->sub = calloc(json_array_size(arr) + 1, sizeof *p->sub))) goto nomem;
-        for (size_t i = 0; i < json_array_size(arr); i++) {
-            char sp[256];
-            snprintf(sp, sizeof sp, "%s.processors[%zu]", path, i);
-            if ((rc = tk_post_load(c, json_array_get(arr, i), sp, &p->sub[i]))) goto fail;
-            p->n_sub++;
-        }
+        if ((rc = tk_jeach(c, arr, path, "processors", load_sub, p))) goto fail;
     } else {
         rc = rlx_diag_set(c->d, RLX_ERR_UNSUPPORTED,
                           "%s: %s: unsupported post-processor '%s' (supported: TemplateProcessing, "

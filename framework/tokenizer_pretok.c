@@ -72,16 +72,22 @@ static tk_pretok *new_split(const tk_jctx *c, const char *path, const char *pat,
     return p;
 }
 
+/* one item of a Sequence */
+static int load_sub(const tk_jctx *c, json_t *item, const char *path, size_t i, void *owner)
+{
+    tk_pretok *p = owner;
+    int rc = tk_pretok_load(c, item, path, &p->sub[i]);
+    if (!rc) p->n_sub++;
+    return rc;
+}
+
 int tk_pretok_load(const tk_jctx *c, json_t *j, const char *path, tk_pretok **out)
 {
     *out = NULL;
-    if (!json_is_object(j)) return tk_jerr(c, path, "must be an object or null");
-    const char *type = NULL;
+    const char *type;
     char tpath[256];
-    snprintf(tpath, sizeof tpath, "%s.type", path);
-    int rc = tk_jstr(c, j, path, "type", &type);
+    int rc = tk_jtype(c, j, path, &type, tpath, sizeof tpath);
     if (rc) return rc;
-    if (!type) return tk_jerr(c, tpath, "missing");
     tk_pretok *p = NULL;
     if (!strcmp(type, "Split")) {
         const char *pat;
@@ -147,21 +153,16 @@ int tk_pretok_load(const tk_jctx *c, json_t *j, const char *path, tk_pretok **ou
             return RLX_ERR_INVALID;
         }
     } else if (!strcmp(type, "Sequence")) {
-        json_t *arr = json_object_get(j, "pretokenizers");
-        if (!json_is_array(arr)) return tk_jerr(c, path, "\"pretokenizers\" must be an array");
+        json_t *arr = tk_jarray(c, j, path, "pretokenizers", &rc);
+        if (!arr) return rc;
         if (!(p = calloc(1, sizeof *p)) || !(p->sub = calloc(json_array_size(arr) + 1, sizeof *p->sub))) {
             free(p);
             return rlx_diag_set(c->d, RLX_ERR_NOMEM, "%s: out of memory", c->origin);
         }
         p->kind = P_SEQ;
-        for (size_t i = 0; i < json_array_size(arr); i++) {
-            char sp[256];
-            snprintf(sp, sizeof sp, "%s.pretokenizers[%zu]", path, i);
-            if ((rc = tk_pretok_load(c, json_array_get(arr, i), sp, &p->sub[i]))) {
-                tk_pretok_free(p);
-                return rc;
-            }
-            p->n_sub++;
+        if ((rc = tk_jeach(c, arr, path, "pretokenizers", load_sub, p))) {
+            tk_pretok_free(p);
+            return rc;
         }
     } else {
         return rlx_diag_set(c->d, RLX_ERR_UNSUPPORTED,

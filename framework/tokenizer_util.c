@@ -319,6 +319,37 @@ int tk_jerr(const tk_jctx *c, const char *path, const char *fmt, ...)
     return rlx_diag_set(c->d, RLX_ERR_INVALID, "%s: %s: %s", c->origin, path, msg);
 }
 
+int tk_jtype(const tk_jctx *c, json_t *j, const char *path, const char **type, char *tpath,
+             size_t tpath_len)
+{
+    *type = NULL;
+    if (!json_is_object(j)) return tk_jerr(c, path, "must be an object or null");
+    snprintf(tpath, tpath_len, "%s.type", path);
+    int rc = tk_jstr(c, j, path, "type", type);
+    if (rc) return rc;
+    if (!*type) return tk_jerr(c, tpath, "missing");
+    return 0;
+}
+
+json_t *tk_jarray(const tk_jctx *c, json_t *obj, const char *path, const char *key, int *rc)
+{
+    json_t *arr = json_object_get(obj, key);
+    *rc = json_is_array(arr) ? 0 : tk_jerr(c, path, "\"%s\" must be an array", key);
+    return *rc ? NULL : arr;
+}
+
+int tk_jeach(const tk_jctx *c, json_t *arr, const char *path, const char *key, tk_item_load load,
+             void *owner)
+{
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        char sp[256];
+        snprintf(sp, sizeof sp, "%s.%s[%zu]", path, key, i);
+        int rc = load(c, json_array_get(arr, i), sp, i, owner);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 int tk_jstr(const tk_jctx *c, json_t *obj, const char *path, const char *key, const char **out)
 {
     json_t *v = json_object_get(obj, key);

@@ -101,3 +101,89 @@ void pu_check_ids(json_t *arr, const int32_t *want, size_t n, const char *what)
         ck_assert_msg(json_integer_value(json_array_get(arr, i)) == want[i], "%s[%zu] = %lld, expected %d",
                       what, i, (long long)json_integer_value(json_array_get(arr, i)), (int)want[i]);
 }
+
+json_t *pu_check_generated(char *out, const int32_t *ids, size_t t, json_t *greedy, json_t *margins,
+                           size_t n_gen, const char *what)
+{
+    json_error_t je;
+    json_t *o = json_loads(out, 0, &je);
+    ck_assert_msg(o != NULL, "%s: stdout is not JSON (%s): %s", what, je.text, out);
+    free(out);
+    pu_check_ids(json_object_get(o, "prompt_ids"), ids, t, "prompt_ids");
+    json_t *gen = json_object_get(o, "ids");
+    ck_assert_msg(json_array_size(gen) == n_gen, "%s: %zu ids generated", what, json_array_size(gen));
+    for (size_t j = 0; j < n_gen; j++) {
+        if (json_real_value(json_array_get(margins, j)) <= 1e-2) continue;
+        ck_assert_msg(json_integer_value(json_array_get(gen, j)) == json_integer_value(json_array_get(greedy, j)),
+                      "%s: generated id %zu is %lld, greedy reference %lld", what, j,
+                      (long long)json_integer_value(json_array_get(gen, j)),
+                      (long long)json_integer_value(json_array_get(greedy, j)));
+    }
+    return o;
+}
+
+void pu_check_generate_logits(const char *out_path, const float *want_prefill, size_t nlog,
+                              const float *full, size_t t, size_t vocab, size_t n_gen,
+                              float **first, const char *first_name, const char *what)
+{
+    rlx_weights *lw = pu_open_st(out_path);
+    size_t n;
+    float *pre = pu_read_f32(lw, "logits", &n);
+    ck_assert_uint_eq(n, nlog);
+    double err = tu_rel_l2(pre, want_prefill, n);
+    ck_assert_msg(err < 1e-4, "%s: prefill logits rel L2 %.3g", what, err);
+    float *dec = pu_read_f32(lw, "decode_logits", &n);
+    ck_assert_msg(n == (n_gen - 1) * vocab, "%s: decode_logits has %zu values, expected %zu", what, n,
+                  (size_t)(n_gen - 1) * vocab);
+    double worst = 0;
+    for (size_t j = 0; j + 1 < n_gen; j++) {
+        double e = tu_rel_l2(dec + j * vocab, full + (t + j) * vocab, vocab);
+        if (e > worst) worst = e;
+        ck_assert_msg(e < 1e-4, "%s: decode step %zu (position %zu) rel L2 %.3g", what, j, t + j, e);
+    }
+    printf("generate %s: prefill rel L2 %.3g, worst decode step %.3g\n", what, err, worst);
+    if (!*first) {
+        *first = dec;
+    } else {
+        double diff = tu_rel_l2(dec, *first, n);
+        ck_assert_msg(diff < 1e-5, "%s: decode logits differ from %s by %.3g", what, first_name, diff);
+        free(dec);
+    }
+    free(pre);
+    rlx_weights_close(lw);
+}
+
+int32_t *pu_read_case_ids(const rlx_weights *ref, int c, size_t *t)
+{
+    char name[64];
+    snprintf(name, sizeof name, "case%d.input_ids", c);
+    return pu_read_ids(ref, name, t);
+}
+
+float *pu_read_case_f32(const rlx_weights *ref, int c, const char *what, size_t *numel)
+{
+    char name[64];
+    snprintf(name, sizeof name, "case%d.%s", c, what);
+    return pu_read_f32(ref, name, numel);
+}
+
+void pu_check_forward_logits(const char *out_path, const float *want, size_t nref, const char *model,
+                             int c, const char *label, const char *as, const char *first_as,
+                             float **first)
+{
+    rlx_weights *out = pu_open_st(out_path);
+    size_t n;
+    float *got = pu_read_f32(out, "logits", &n);
+    ck_assert_msg(n == nref, "%s case %d: logits have %zu values, reference %zu", model, c, n, nref);
+    double err = tu_rel_l2(got, want, n);
+    printf("forward %s case %d %s: logits rel L2 %.3g\n", model, c, label, err);
+    ck_assert_msg(err < 1e-4, "%s case %d %s: logits rel L2 %.3g >= 1e-4", model, c, label, err);
+    if (!*first) {
+        *first = got;
+    } else {
+        double diff = tu_rel_l2(got, *first, n);
+        ck_assert_msg(diff < 1e-5, "%s case %d: %s differs from %s by %.3g", model, c, as, first_as, diff);
+        free(got);
+    }
+    rlx_weights_close(out);
+}

@@ -26,4 +26,23 @@ char *pu_write_file(const char *dir, const char *name, const char *text);
 void pu_ids_arg(char *out, size_t len, const int32_t *ids, size_t t);
 /* a JSON array of n integers equal to want (what names it in the failure) */
 void pu_check_ids(json_t *arr, const int32_t *want, size_t n, const char *what);
+/* the reference's "case<c>.input_ids" / "case<c>.<what>" (malloc) */
+int32_t *pu_read_case_ids(const rlx_weights *ref, int c, size_t *t);
+float *pu_read_case_f32(const rlx_weights *ref, int c, const char *what, size_t *numel);
+/* rlx-run forward's logits file against want [nref]: rel L2 < 1e-4. The first run's logits
+ * are kept in *first (caller frees); later runs must match them (< 1e-5). Messages name
+ * the run by label ("(direct, 1 threads)"), as ("direct/1 threads") and first_as. */
+void pu_check_forward_logits(const char *out_path, const float *want, size_t nref, const char *model,
+                             int c, const char *label, const char *as, const char *first_as,
+                             float **first);
+/* rlx-run generate's stdout (out, freed): prompt_ids are ids, n_gen ids that match the greedy
+ * reference wherever its margin exceeds 1e-2. Returns the parsed object (json_decref it). */
+json_t *pu_check_generated(char *out, const int32_t *ids, size_t t, json_t *greedy, json_t *margins,
+                           size_t n_gen, const char *what);
+/* rlx-run generate's logits file: prefill logits [nlog] and each decode step against the
+ * full-forward reference rows (full, [t + n_gen - 1, vocab]), rel L2 < 1e-4. The first run's
+ * decode logits are kept in *first (caller frees); later runs must match them (< 1e-5). */
+void pu_check_generate_logits(const char *out_path, const float *want_prefill, size_t nlog,
+                              const float *full, size_t t, size_t vocab, size_t n_gen,
+                              float **first, const char *first_name, const char *what);
 #endif

@@ -80,7 +80,7 @@ START_TEST(fixture_values)
     const rlx_model_config *m = rlx_config_model(c);
     ck_assert_str_eq(m->model_type, "llama");
     ck_assert_str_eq(m->architecture, "LlamaForCausalLM");
-    ck_assert_uint_eq(m->struct_size, RLX_STRUCT_SIZE(rlx_model_config, type_vocab_size));
+    ck_assert_uint_eq(m->struct_size, RLX_STRUCT_SIZE(rlx_model_config, rope_axes));
     ck_assert_int_eq(m->vocab_size, 512);
     ck_assert_int_eq(m->hidden_size, 64);
     ck_assert_int_eq(m->intermediate_size, 160);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "rlx/rlx.h"
+#include "testutil.h"
 
 #define TOL 1e-5
 
@@ -1192,9 +1193,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *r = srunner_create(suite());
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(suite());
 }

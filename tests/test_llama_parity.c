@@ -21,33 +21,23 @@ typedef struct config {
 static const config configs[] = {{"direct", 1}, {"fusable", 1}, {"direct", 2}, {"fusable", 2}};
 #define N_CONFIGS (sizeof configs / sizeof configs[0])
 
-static double row_rel_l2(const float *a, const float *ref, size_t n) { return tu_rel_l2(a, ref, n); }
-
 /* ---------------------------------------------------------------- forward */
 
 START_TEST(test_forward_parity)
 {
     const char *model = models[_i / N_CASES];
     int c = _i % N_CASES;
-    char name[64], mdir[1024], *tmp = tu_mkdtemp();
+    char mdir[1024], *tmp = tu_mkdtemp();
     snprintf(mdir, sizeof mdir, "%s", tu_fixture(model));
     rlx_weights *ref = pu_open_ref(model);
     size_t t, nref;
-    snprintf(name, sizeof name, "case%d.input_ids", c);
-    int32_t *ids = pu_read_ids(ref, name, &t);
-    snprintf(name, sizeof name, "case%d.logits", c);
-    float *want = pu_read_f32(ref, name, &nref);
+    int32_t *ids = pu_read_case_ids(ref, c, &t);
+    float *want = pu_read_case_f32(ref, c, "logits", &nref);
 
     /* the case's ids as the HF name input_ids, [1, T] I32 */
     char in_path[1200];
     snprintf(in_path, sizeof in_path, "%s/in.safetensors", tmp);
-    rlx_st_writer *w = rlx_st_writer_new();
-    rlx_shape s = {2, {1, (int64_t)t}};
-    rlx_diag d;
-    rlx_diag_init(&d);
-    ck_assert_msg(rlx_st_writer_add(w, "input_ids", RLX_I32, &s, ids, &d) == 0, "%s", d.msg);
-    ck_assert_msg(rlx_st_writer_save(w, in_path, &d) == 0, "%s", d.msg);
-    rlx_st_writer_free(w);
+    pu_write_ids(in_path, ids, t);
 
     float *first = NULL;
     for (size_t k = 0; k < N_CONFIGS; k++) {
@@ -56,25 +46,11 @@ START_TEST(test_forward_parity)
         snprintf(cmd, sizeof cmd, "'%s' forward --model '%s' --inputs '%s' --out '%s' --policy %s --threads %d",
                  tu_tool("tools/rlx-run"), mdir, in_path, out_path, configs[k].policy, configs[k].threads);
         free(pu_run_ok(cmd, 240));
-        rlx_weights *out = pu_open_st(out_path);
-        size_t n;
-        float *got = pu_read_f32(out, "logits", &n);
-        ck_assert_msg(n == nref, "%s case %d: logits have %zu values, reference %zu", model, c, n, nref);
-        double err = tu_rel_l2(got, want, n);
-        printf("forward %s case %d (%s, %d threads): logits rel L2 %.3g\n", model, c, configs[k].policy,
-               configs[k].threads, err);
-        ck_assert_msg(err < 1e-4, "%s case %d (%s, %d threads): logits rel L2 %.3g >= 1e-4", model, c,
-                      configs[k].policy, configs[k].threads, err);
-        if (!first) {
-            first = got;
-        } else {
-            double diff = tu_rel_l2(got, first, n);
-            ck_assert_msg(diff < 1e-5, "%s case %d: %s/%d threads differs from %s/%d by %.3g", model, c,
-                          configs[k].policy, configs[k].threads, configs[0].policy, configs[0].threads,
-                          diff);
-            free(got);
-        }
-        rlx_weights_close(out);
+        char label[64], as[64], first_as[64];
+        snprintf(label, sizeof label, "(%s, %d threads)", configs[k].policy, configs[k].threads);
+        snprintf(as, sizeof as, "%s/%d threads", configs[k].policy, configs[k].threads);
+        snprintf(first_as, sizeof first_as, "%s/%d", configs[0].policy, configs[0].threads);
+        pu_check_forward_logits(out_path, want, nref, model, c, label, as, first_as, &first);
     }
     free(first);
     free(want);
@@ -91,16 +67,13 @@ START_TEST(test_generate_parity)
 {
     const char *model = models[_i / N_CASES];
     int c = _i % N_CASES;
-    char name[64], mdir[1024], *tmp = tu_mkdtemp();
+    char mdir[1024], *tmp = tu_mkdtemp();
     snprintf(mdir, sizeof mdir, "%s", tu_fixture(model));
     rlx_weights *ref = pu_open_ref(model);
     size_t t, nfull, nlog;
-    snprintf(name, sizeof name, "case%d.input_ids", c);
-    int32_t *ids = pu_read_ids(ref, name, &t);
-    snprintf(name, sizeof name, "case%d.full_logits", c);
-    float *full = pu_read_f32(ref, name, &nfull);
-    snprintf(name, sizeof name, "case%d.logits", c);
-    float *want_prefill = pu_read_f32(ref, name, &nlog);
+    int32_t *ids = pu_read_case_ids(ref, c, &t);
+    float *full = pu_read_case_f32(ref, c, "full_logits", &nfull);
+    float *want_prefill = pu_read_case_f32(ref, c, "logits", &nlog);
     size_t vocab = nlog / t;
     ck_assert_uint_ge(nfull / vocab, t + N_GEN - 1);
 
@@ -125,20 +98,7 @@ START_TEST(test_generate_parity)
                  "'%s' generate --model '%s' --ids %s -n %d --greedy --json --logits-out '%s' --policy %s --threads %d",
                  tu_tool("tools/rlx-run"), mdir, ids_arg, N_GEN, out_path, configs[k].policy, configs[k].threads);
         char *out = pu_run_ok(cmd, 240);
-        json_error_t je;
-        json_t *o = json_loads(out, 0, &je);
-        ck_assert_msg(o != NULL, "%s: stdout is not JSON (%s): %s", what, je.text, out);
-        free(out);
-        pu_check_ids(json_object_get(o, "prompt_ids"), ids, t, "prompt_ids");
-        json_t *gen = json_object_get(o, "ids");
-        ck_assert_msg(json_array_size(gen) == N_GEN, "%s: %zu ids generated", what, json_array_size(gen));
-        for (size_t j = 0; j < N_GEN; j++) {
-            if (json_real_value(json_array_get(margins, j)) <= 1e-2) continue;
-            ck_assert_msg(json_integer_value(json_array_get(gen, j)) == json_integer_value(json_array_get(greedy, j)),
-                          "%s: generated id %zu is %lld, greedy reference %lld", what, j,
-                          (long long)json_integer_value(json_array_get(gen, j)),
-                          (long long)json_integer_value(json_array_get(greedy, j)));
-        }
+        json_t *o = pu_check_generated(out, ids, t, greedy, margins, N_GEN, what);
         ck_assert_msg(json_is_null(json_object_get(o, "text")), "%s: text must be null without tokenizer.json", what);
         ck_assert_str_eq(json_string_value(json_object_get(o, "backend")), "cpu");
         ck_assert_int_eq(json_integer_value(json_object_get(o, "prefill_tokens")), (json_int_t)t);
@@ -146,31 +106,8 @@ START_TEST(test_generate_parity)
         ck_assert(json_is_number(json_object_get(o, "prefill_ms")) && json_is_number(json_object_get(o, "decode_ms")));
         json_decref(o);
 
-        rlx_weights *lw = pu_open_st(out_path);
-        size_t n;
-        float *pre = pu_read_f32(lw, "logits", &n);
-        ck_assert_uint_eq(n, nlog);
-        double err = tu_rel_l2(pre, want_prefill, n);
-        ck_assert_msg(err < 1e-4, "%s: prefill logits rel L2 %.3g", what, err);
-        float *dec = pu_read_f32(lw, "decode_logits", &n);
-        ck_assert_msg(n == (N_GEN - 1) * vocab, "%s: decode_logits has %zu values, expected %zu", what, n,
-                      (size_t)(N_GEN - 1) * vocab);
-        double worst = 0;
-        for (size_t j = 0; j + 1 < N_GEN; j++) {
-            double e = row_rel_l2(dec + j * vocab, full + (t + j) * vocab, vocab);
-            if (e > worst) worst = e;
-            ck_assert_msg(e < 1e-4, "%s: decode step %zu (position %zu) rel L2 %.3g", what, j, t + j, e);
-        }
-        printf("generate %s: prefill rel L2 %.3g, worst decode step %.3g\n", what, err, worst);
-        if (!first) {
-            first = dec;
-        } else {
-            double diff = tu_rel_l2(dec, first, n);
-            ck_assert_msg(diff < 1e-5, "%s: decode logits differ from the first configuration by %.3g", what, diff);
-            free(dec);
-        }
-        free(pre);
-        rlx_weights_close(lw);
+        pu_check_generate_logits(out_path, want_prefill, nlog, full, t, vocab, N_GEN, &first,
+                                 "the first configuration", what);
     }
     free(first);
     json_decref(rj);
@@ -217,22 +154,14 @@ START_TEST(test_flow_core_blocks_forward)
 {
     const char *model = models[_i / N_CASES];
     int c = _i % N_CASES;
-    char name[64], *tmp = tu_mkdtemp();
+    char *tmp = tu_mkdtemp();
     rlx_weights *ref = pu_open_ref(model);
     size_t t, nref;
-    snprintf(name, sizeof name, "case%d.input_ids", c);
-    int32_t *ids = pu_read_ids(ref, name, &t);
-    snprintf(name, sizeof name, "case%d.logits", c);
-    float *want = pu_read_f32(ref, name, &nref);
+    int32_t *ids = pu_read_case_ids(ref, c, &t);
+    float *want = pu_read_case_f32(ref, c, "logits", &nref);
     char in_path[1200];
     snprintf(in_path, sizeof in_path, "%s/in.safetensors", tmp);
-    rlx_st_writer *w = rlx_st_writer_new();
-    rlx_shape s = {2, {1, (int64_t)t}};
-    rlx_diag d;
-    rlx_diag_init(&d);
-    ck_assert(rlx_st_writer_add(w, "input_ids", RLX_I32, &s, ids, &d) == 0);
-    ck_assert_msg(rlx_st_writer_save(w, in_path, &d) == 0, "%s", d.msg);
-    rlx_st_writer_free(w);
+    pu_write_ids(in_path, ids, t);
 
     char *flows[2] = {pu_write_file(tmp, "core.json", core_flow), pu_write_file(tmp, "composed.json", composed_flow)};
     for (int k = 0; k < 2; k++) {
@@ -440,9 +369,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(suite());
 }

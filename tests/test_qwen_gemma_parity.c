@@ -60,13 +60,11 @@ START_TEST(test_forward_parity)
 {
     const fixture *fx = &fixtures[_i / N_CASES];
     int c = _i % N_CASES;
-    char name[64], in_path[1200], flow[1300], *tmp = tu_mkdtemp();
+    char in_path[1200], flow[1300], *tmp = tu_mkdtemp();
     rlx_weights *ref = pu_open_ref(fx->model);
     size_t t, nref;
-    snprintf(name, sizeof name, "case%d.input_ids", c);
-    int32_t *ids = pu_read_ids(ref, name, &t);
-    snprintf(name, sizeof name, "case%d.logits", c);
-    float *want = pu_read_f32(ref, name, &nref);
+    int32_t *ids = pu_read_case_ids(ref, c, &t);
+    float *want = pu_read_case_f32(ref, c, "logits", &nref);
     snprintf(in_path, sizeof in_path, "%s/in.safetensors", tmp);
     pu_write_ids(in_path, ids, t);
     flow_arg(fx, tmp, flow, sizeof flow);
@@ -79,23 +77,10 @@ START_TEST(test_forward_parity)
                  tu_tool("tools/rlx-run"), tu_fixture(fx->model), in_path, out_path, configs[k].policy,
                  configs[k].threads, flow);
         free(pu_run_ok(cmd, 240));
-        rlx_weights *out = pu_open_st(out_path);
-        size_t n;
-        float *got = pu_read_f32(out, "logits", &n);
-        ck_assert_msg(n == nref, "%s case %d: logits have %zu values, reference %zu", fx->model, c, n, nref);
-        double err = tu_rel_l2(got, want, n);
-        printf("forward %s case %d (%s): logits rel L2 %.3g\n", fx->model, c, configs[k].policy, err);
-        ck_assert_msg(err < 1e-4, "%s case %d (%s): logits rel L2 %.3g >= 1e-4", fx->model, c,
-                      configs[k].policy, err);
-        if (!first) {
-            first = got;
-        } else {
-            double diff = tu_rel_l2(got, first, n);
-            ck_assert_msg(diff < 1e-5, "%s case %d: %s differs from %s by %.3g", fx->model, c,
-                          configs[k].policy, configs[0].policy, diff);
-            free(got);
-        }
-        rlx_weights_close(out);
+        char label[64];
+        snprintf(label, sizeof label, "(%s)", configs[k].policy);
+        pu_check_forward_logits(out_path, want, nref, fx->model, c, label, configs[k].policy,
+                                configs[0].policy, &first);
     }
     if (fx->flow && t == 1) {
         /* one token sits at position 0, where the rope tables do not matter: the
@@ -127,15 +112,12 @@ START_TEST(test_generate_parity)
 {
     const fixture *fx = &fixtures[_i / N_CASES];
     int c = _i % N_CASES;
-    char name[64], flow[1300], *tmp = tu_mkdtemp();
+    char flow[1300], *tmp = tu_mkdtemp();
     rlx_weights *ref = pu_open_ref(fx->model);
     size_t t, nfull, nlog;
-    snprintf(name, sizeof name, "case%d.input_ids", c);
-    int32_t *ids = pu_read_ids(ref, name, &t);
-    snprintf(name, sizeof name, "case%d.full_logits", c);
-    float *full = pu_read_f32(ref, name, &nfull);
-    snprintf(name, sizeof name, "case%d.logits", c);
-    float *want_prefill = pu_read_f32(ref, name, &nlog);
+    int32_t *ids = pu_read_case_ids(ref, c, &t);
+    float *full = pu_read_case_f32(ref, c, "full_logits", &nfull);
+    float *want_prefill = pu_read_case_f32(ref, c, "logits", &nlog);
     size_t vocab = nlog / t;
     ck_assert_uint_ge(nfull / vocab, t + N_GEN - 1);
     flow_arg(fx, tmp, flow, sizeof flow);
@@ -161,48 +143,12 @@ START_TEST(test_generate_parity)
                  tu_tool("tools/rlx-run"), tu_fixture(fx->model), ids_arg, N_GEN, out_path, configs[k].policy,
                  configs[k].threads, flow);
         char *out = pu_run_ok(cmd, 240);
-        json_error_t je;
-        json_t *o = json_loads(out, 0, &je);
-        ck_assert_msg(o != NULL, "%s: stdout is not JSON (%s): %s", what, je.text, out);
-        free(out);
-        pu_check_ids(json_object_get(o, "prompt_ids"), ids, t, "prompt_ids");
-        json_t *gen = json_object_get(o, "ids");
-        ck_assert_msg(json_array_size(gen) == N_GEN, "%s: %zu ids generated", what, json_array_size(gen));
-        for (size_t j = 0; j < N_GEN; j++) {
-            if (json_real_value(json_array_get(margins, j)) <= 1e-2) continue;
-            ck_assert_msg(json_integer_value(json_array_get(gen, j)) == json_integer_value(json_array_get(greedy, j)),
-                          "%s: generated id %zu is %lld, greedy reference %lld", what, j,
-                          (long long)json_integer_value(json_array_get(gen, j)),
-                          (long long)json_integer_value(json_array_get(greedy, j)));
-        }
+        json_t *o = pu_check_generated(out, ids, t, greedy, margins, N_GEN, what);
         json_decref(o);
 
-        rlx_weights *lw = pu_open_st(out_path);
-        size_t n;
-        float *pre = pu_read_f32(lw, "logits", &n);
-        ck_assert_uint_eq(n, nlog);
-        double err = tu_rel_l2(pre, want_prefill, n);
-        ck_assert_msg(err < 1e-4, "%s: prefill logits rel L2 %.3g", what, err);
-        float *dec = pu_read_f32(lw, "decode_logits", &n);
-        ck_assert_msg(n == (N_GEN - 1) * vocab, "%s: decode_logits has %zu values, expected %zu", what, n,
-                      (size_t)(N_GEN - 1) * vocab);
         /* decode steps see positions t..t+8: past gemma's window of 8 in every case */
-        double worst = 0;
-        for (size_t j = 0; j + 1 < N_GEN; j++) {
-            double e = tu_rel_l2(dec + j * vocab, full + (t + j) * vocab, vocab);
-            if (e > worst) worst = e;
-            ck_assert_msg(e < 1e-4, "%s: decode step %zu (position %zu) rel L2 %.3g", what, j, t + j, e);
-        }
-        printf("generate %s: prefill rel L2 %.3g, worst decode step %.3g\n", what, err, worst);
-        if (!first) {
-            first = dec;
-        } else {
-            double diff = tu_rel_l2(dec, first, n);
-            ck_assert_msg(diff < 1e-5, "%s: decode logits differ from %s by %.3g", what, configs[0].policy, diff);
-            free(dec);
-        }
-        free(pre);
-        rlx_weights_close(lw);
+        pu_check_generate_logits(out_path, want_prefill, nlog, full, t, vocab, N_GEN, &first,
+                                 configs[0].policy, what);
     }
     free(first);
     json_decref(rj);
@@ -353,9 +299,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(suite());
 }

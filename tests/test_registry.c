@@ -364,7 +364,7 @@ START_TEST(host_table)
 {
     const rlx_host_api *h = rlx_host_api_get();
     ck_assert_ptr_nonnull(h);
-    ck_assert_uint_eq(h->struct_size, RLX_STRUCT_SIZE(rlx_host_api, flow_repeat_end));
+    ck_assert_uint_eq(h->struct_size, RLX_STRUCT_SIZE(rlx_host_api, flow_input));
     ck_assert_uint_eq(h->abi_major, RLX_ABI_MAJOR);
     ck_assert_uint_eq(h->abi_minor, RLX_ABI_MINOR);
     ck_assert_ptr_nonnull(h->log);

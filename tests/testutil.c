@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "testutil.h"
+#include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -128,4 +129,13 @@ char *tu_read_file(const char *path, size_t *len)
     if (b) { b[n] = 0; if (len) *len = (size_t)n; }
     fclose(f);
     return b;
+}
+
+int tu_run_suite(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -23,6 +23,11 @@ void tu_result_free(tu_result *r);
 /* builddir tool path: "tools/rlx-run" -> "$RLX_BUILDDIR/tools/rlx-run" */
 const char *tu_tool(const char *name);
 
+/* Runs every test of s (Check's SRunner, CK_NORMAL), frees it; the exit status for main:
+ * EXIT_FAILURE when a test failed. */
+struct Suite;
+int tu_run_suite(struct Suite *s);
+
 double tu_rel_l2(const float *a, const float *ref, size_t n);
 char *tu_read_file(const char *path, size_t *len);
 #endif

@@ -146,6 +146,11 @@ typedef struct rlx_model_config {
     int32_t n_eos;
     /* encoders (bert) */
     int64_t type_vocab_size;
+    /* appended: diffusion transformers (flux), for the recipe's input shapes */
+    int64_t in_channels;   /* in_channels */
+    int64_t context_dim;   /* joint_attention_dim */
+    int64_t pooled_dim;    /* pooled_projection_dim; 0: none (FLUX.2) */
+    int32_t rope_axes;     /* entries of axes_dims_rope */
 } rlx_model_config;
 
 /* ---------------------------------------------------------------- topology */
@@ -374,6 +379,10 @@ struct rlx_host_api {
     /* stages added between repeat_begin and repeat_end run n times with {i} = 0..n-1 */
     int (*flow_repeat_begin)(rlx_flow *f, int64_t n);
     int (*flow_repeat_end)(rlx_flow *f);
+    /* appended (flux): declare a flow input, as rlx_flow_input (dims: -1 = T, the sequence
+     * length; -2 = S, a second length: an encode flow's other sequence, FLUX's text).
+     * An encoder recipe that declares none gets the default encoder inputs. */
+    int (*flow_input)(rlx_flow *f, const char *name, int32_t dtype, uint32_t ndim, const int64_t *dims);
 };
 
 /* The one exported symbol. Returns NULL on failure (after host->log). */

@@ -5,18 +5,16 @@
  * task heads (BertForMaskedLM, ...) keep the encoder under "bert.". */
 #include <stdio.h>
 #include <string.h>
-#include "rlx/plugin.h"
+#include "../common/recipe_common.h"
+#include "../../common/rlx_plugin_boilerplate.h"
+
+static const char *const gelus[] = {"gelu", "gelu_pytorch_tanh", NULL};
+static const recipe_act bert_act = {"hidden_act", gelus, "gelu, gelu_pytorch_tanh"};
 
 static int check_config(const rlx_model_config *cfg, const rlx_host_api *host, rlx_diag *d)
 {
-    if (cfg->num_layers <= 0 || cfg->num_layers > RLX_MAX_LAYERS)
-        return host->diag_set(d, RLX_ERR_INVALID, "config.json: num_hidden_layers %lld is out of range [1, %d]",
-                              (long long)cfg->num_layers, RLX_MAX_LAYERS), RLX_ERR_INVALID;
-    if (cfg->hidden_act[0] && strcmp(cfg->hidden_act, "gelu") != 0 &&
-        strcmp(cfg->hidden_act, "gelu_pytorch_tanh") != 0)
-        return host->diag_set(d, RLX_ERR_UNSUPPORTED, "config.json: hidden_act '%s' is not supported by "
-                              "the bert recipe (gelu, gelu_pytorch_tanh)", cfg->hidden_act), RLX_ERR_UNSUPPORTED;
-    return 0;
+    int rc = recipe_check_layers(cfg, host, d);
+    return rc ? rc : recipe_check_act(cfg, "bert", &bert_act, host, d);
 }
 
 static int build_flow(rlx_flow *flow, int phase, const rlx_model_config *cfg,
@@ -54,25 +52,6 @@ static const rlx_arch arch = {
     .phases = 1u << RLX_PHASE_ENCODE,
 };
 
-static const rlx_arch *const archs[] = {&arch};
-
-static const rlx_plugin_desc desc = {
-    .struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_plugin_desc, n_archs),
-    .abi_major = RLX_ABI_MAJOR,
-    .abi_minor = RLX_ABI_MINOR,
-    .name = "arch-bert",
-    .version = "0.1.0",
-    .summary = "BERT recipe: config.json -> encode flow (last_hidden_state, pooler_output)",
-    .archs = archs,
-    .n_archs = 1,
-};
-
-RLX_EXPORT const rlx_plugin_desc *rlx_plugin_init(const rlx_host_api *host);
-
-RLX_EXPORT const rlx_plugin_desc *rlx_plugin_init(const rlx_host_api *host)
-{
-    if (!host || host->abi_major != RLX_ABI_MAJOR ||
-        host->struct_size < RLX_STRUCT_SIZE(rlx_host_api, flow_repeat_end))
-        return NULL;
-    return &desc;
-}
+RLX_ARCH_PLUGIN("arch-bert",
+                "BERT recipe: config.json -> encode flow (last_hidden_state, pooler_output)",
+                arch)

@@ -5,7 +5,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include "rlx/plugin.h"
+#include "../common/recipe_common.h"
+#include "../../common/rlx_plugin_boilerplate.h"
 
 /* v rounded to the checkpoint dtype: HF multiplies by the normalizer in the weight dtype */
 static double round_to_dtype(double v, int32_t dtype)
@@ -16,25 +17,7 @@ static double round_to_dtype(double v, int32_t dtype)
     return ldexp(nearbyint(ldexp(m, bits)), ex - bits);
 }
 
-static int check_config(const rlx_model_config *cfg, const rlx_host_api *host, rlx_diag *d)
-{
-    if (cfg->num_layers <= 0 || cfg->num_layers > RLX_MAX_LAYERS)
-        return host->diag_set(d, RLX_ERR_INVALID, "config.json: num_hidden_layers %lld is out of range [1, %d]",
-                              (long long)cfg->num_layers, RLX_MAX_LAYERS), RLX_ERR_INVALID;
-    if (cfg->hidden_size <= 0 || cfg->vocab_size <= 0 || cfg->intermediate_size <= 0 ||
-        cfg->num_heads <= 0)
-        return host->diag_set(d, RLX_ERR_INVALID, "config.json: hidden_size, vocab_size, intermediate_size "
-                              "and num_attention_heads must be positive"), RLX_ERR_INVALID;
-    if (cfg->hidden_act[0] && strcmp(cfg->hidden_act, "gelu_pytorch_tanh") != 0 &&
-        strcmp(cfg->hidden_act, "gelu_tanh") != 0)
-        return host->diag_set(d, RLX_ERR_UNSUPPORTED, "config.json: hidden_activation '%s' is not supported "
-                              "by the gemma recipe (gelu_pytorch_tanh)", cfg->hidden_act), RLX_ERR_UNSUPPORTED;
-    if (cfg->rope_type[0] && strcmp(cfg->rope_type, "default") != 0 &&
-        strcmp(cfg->rope_type, "llama3") != 0 && strcmp(cfg->rope_type, "linear") != 0)
-        return host->diag_set(d, RLX_ERR_UNSUPPORTED, "config.json: rope_type '%s' is not supported "
-                              "(default, linear, llama3)", cfg->rope_type), RLX_ERR_UNSUPPORTED;
-    return 0;
-}
+static const char *const gelu_tanh[] = {"gelu_pytorch_tanh", "gelu_tanh", NULL};
 
 static int build_flow(rlx_flow *flow, int phase, const rlx_model_config *cfg,
                       const rlx_host_api *host, rlx_diag *d)
@@ -43,11 +26,6 @@ static int build_flow(rlx_flow *flow, int phase, const rlx_model_config *cfg,
     if (!gemma3 && strcmp(cfg->model_type, "gemma2") != 0)
         return host->diag_set(d, RLX_ERR_UNSUPPORTED, "config.json: model_type '%s' is not a gemma2 or "
                               "gemma3_text model", cfg->model_type), RLX_ERR_UNSUPPORTED;
-    if (phase != RLX_PHASE_PREFILL && phase != RLX_PHASE_DECODE)
-        return host->diag_set(d, RLX_ERR_UNSUPPORTED, "arch gemma: phase %d is not prefill or decode",
-                              phase), RLX_ERR_UNSUPPORTED;
-    int rc = check_config(cfg, host, d);
-    if (rc) return rc;
     char embed[96], local[160], layer[256];
     snprintf(embed, sizeof embed, "{\"scale\":%.17g}",
              round_to_dtype(sqrt((double)cfg->hidden_size), cfg->dtype));
@@ -59,16 +37,16 @@ static int build_flow(rlx_flow *flow, int phase, const rlx_model_config *cfg,
     snprintf(layer, sizeof layer,
              "{\"prefix\":\"model.layers.{i}.\",\"cache\":\"cache.{i}\",\"layer\":\"{i}\"%s}",
              gemma3 ? ",\"rope_local\":\"rope.local.inv_freq\"" : "");
-    if (host->flow_stage(flow, "token_embed", embed) != 0 ||
-        host->flow_stage(flow, "rope_tables", "{}") != 0 ||
-        (gemma3 && host->flow_stage(flow, "rope_tables", local) != 0) ||
-        host->flow_repeat_begin(flow, cfg->num_layers) != 0 ||
-        host->flow_stage(flow, "gemma.decoder_layer", layer) != 0 || host->flow_repeat_end(flow) != 0 ||
-        host->flow_stage(flow, "final_norm", "{\"weight\":\"model.norm.weight\",\"add_one\":1}") != 0 ||
-        host->flow_stage(flow, "lm_head", "{}") != 0)
-        return host->diag_set(d, RLX_ERR_INTERNAL, "arch gemma: building the %s flow failed",
-                              phase == RLX_PHASE_DECODE ? "decode" : "prefill"), RLX_ERR_INTERNAL;
-    return 0;
+    const recipe_decoder r = {
+        .arch = "gemma",
+        .act = {"hidden_activation", gelu_tanh, "gelu_pytorch_tanh"},
+        .embed = embed,
+        .local_rope = gemma3 ? local : NULL,
+        .layer_block = "gemma.decoder_layer",
+        .layer = layer,
+        .final_norm = "{\"weight\":\"model.norm.weight\",\"add_one\":1}",
+    };
+    return recipe_decoder_flow(flow, phase, cfg, &r, host, d);
 }
 
 static const char *const model_types[] = {"gemma2", "gemma3_text", NULL};
@@ -82,25 +60,6 @@ static const rlx_arch arch = {
     .build_flow = build_flow,
 };
 
-static const rlx_arch *const archs[] = {&arch};
-
-static const rlx_plugin_desc desc = {
-    .struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_plugin_desc, n_archs),
-    .abi_major = RLX_ABI_MAJOR,
-    .abi_minor = RLX_ABI_MINOR,
-    .name = "arch-gemma",
-    .version = "0.1.0",
-    .summary = "Gemma 2 / Gemma 3 (text) recipe: config.json -> prefill and decode flows",
-    .archs = archs,
-    .n_archs = 1,
-};
-
-RLX_EXPORT const rlx_plugin_desc *rlx_plugin_init(const rlx_host_api *host);
-
-RLX_EXPORT const rlx_plugin_desc *rlx_plugin_init(const rlx_host_api *host)
-{
-    if (!host || host->abi_major != RLX_ABI_MAJOR ||
-        host->struct_size < RLX_STRUCT_SIZE(rlx_host_api, flow_repeat_end))
-        return NULL;
-    return &desc;
-}
+RLX_ARCH_PLUGIN("arch-gemma",
+                "Gemma 2 / Gemma 3 (text) recipe: config.json -> prefill and decode flows",
+                arch)

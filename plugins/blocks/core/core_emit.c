@@ -176,8 +176,8 @@ int32_t blk_linear(const blk_em *e, int32_t x, const char *weight, const char *b
     return e->h->emit_op(e->c, "rlx.matmul", in, n, NULL, 0);
 }
 
-int32_t blk_swiglu_mlp(const blk_em *e, int32_t x, const char *prefix, int64_t intermediate,
-                       int bias)
+int32_t blk_gated_mlp(const blk_em *e, int32_t x, const char *prefix, int64_t intermediate,
+                      int bias, const char *act_mul_op, const char *act_op)
 {
     char wg[BLK_NAME_MAX], wu[BLK_NAME_MAX], wd[BLK_NAME_MAX];
     char bg[BLK_NAME_MAX], bu[BLK_NAME_MAX], bd[BLK_NAME_MAX];
@@ -192,10 +192,16 @@ int32_t blk_swiglu_mlp(const blk_em *e, int32_t x, const char *prefix, int64_t i
     int32_t g = blk_linear(e, x, wg, bias ? bg : NULL, intermediate, 0);
     int32_t u = blk_linear(e, x, wu, bias ? bu : NULL, intermediate, 0);
     int32_t a;
-    if (blk_direct(e)) a = blk_op2(e, "rlx.swiglu", g, u);
-    else a = blk_op2(e, "rlx.mul", blk_op1(e, "rlx.silu", g), u);
+    if (blk_direct(e)) a = blk_op2(e, act_mul_op, g, u);
+    else a = blk_op2(e, "rlx.mul", blk_op1(e, act_op, g), u);
     if (a < 0) return -1;
     return blk_linear(e, a, wd, bias ? bd : NULL, h, 0);
+}
+
+int32_t blk_swiglu_mlp(const blk_em *e, int32_t x, const char *prefix, int64_t intermediate,
+                       int bias)
+{
+    return blk_gated_mlp(e, x, prefix, intermediate, bias, "rlx.swiglu", "rlx.silu");
 }
 
 int32_t blk_gelu_ffn(const blk_em *e, int32_t x, const char *up, const char *up_bias,

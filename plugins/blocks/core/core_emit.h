@@ -46,7 +46,11 @@ int32_t blk_layer_norm(const blk_em *e, int32_t x, const char *weight, const cha
 /* x·wᵀ (+ bias, optional tensor name or NULL); out_features < 0: not checked */
 int32_t blk_linear(const blk_em *e, int32_t x, const char *weight, const char *bias,
                    int64_t out_features, int optional_bias);
-/* down(silu(gate(x)) * up(x)); prefix holds gate_proj/up_proj/down_proj */
+/* down(act(gate(x)) * up(x)); prefix holds gate_proj/up_proj/down_proj. Under "direct"
+ * the fused op (act_mul_op, e.g. rlx.swiglu) replaces rlx.mul of act_op (e.g. rlx.silu). */
+int32_t blk_gated_mlp(const blk_em *e, int32_t x, const char *prefix, int64_t intermediate,
+                      int bias, const char *act_mul_op, const char *act_op);
+/* down(silu(gate(x)) * up(x)): blk_gated_mlp with rlx.swiglu / rlx.silu */
 int32_t blk_swiglu_mlp(const blk_em *e, int32_t x, const char *prefix, int64_t intermediate,
                        int bias);
 /* down(act(up(x))): act "gelu" or "gelu_tanh"; biases optional */

@@ -15,28 +15,6 @@
 
 extern const rlx_block blk_gemma_decoder_layer; /* listed by gemma_plugin.c */
 
-/* down(gelu_tanh(gate(x)) * up(x)) */
-static int32_t geglu_mlp(const blk_em *e, int32_t x, const char *prefix, int64_t inter, int bias)
-{
-    char wg[BLK_NAME_MAX], wu[BLK_NAME_MAX], wd[BLK_NAME_MAX];
-    char bg[BLK_NAME_MAX], bu[BLK_NAME_MAX], bd[BLK_NAME_MAX];
-    if (blk_join(e, wg, prefix, "gate_proj.weight") < 0 ||
-        blk_join(e, wu, prefix, "up_proj.weight") < 0 ||
-        blk_join(e, wd, prefix, "down_proj.weight") < 0 ||
-        blk_join(e, bg, prefix, "gate_proj.bias") < 0 ||
-        blk_join(e, bu, prefix, "up_proj.bias") < 0 || blk_join(e, bd, prefix, "down_proj.bias") < 0)
-        return -1;
-    int64_t h;
-    if (blk_last_dim(e, x, &h, NULL) < 0) return -1;
-    int32_t g = blk_linear(e, x, wg, bias ? bg : NULL, inter, 0);
-    int32_t u = blk_linear(e, x, wu, bias ? bu : NULL, inter, 0);
-    int32_t a;
-    if (blk_direct(e)) a = blk_op2(e, "rlx.geglu_tanh", g, u);
-    else a = blk_op2(e, "rlx.mul", blk_op1(e, "rlx.gelu_tanh", g), u);
-    if (a < 0) return -1;
-    return blk_linear(e, a, wd, bias ? bd : NULL, h, 0);
-}
-
 typedef struct names {
     char attn[BLK_NAME_MAX], mlp[BLK_NAME_MAX], cache[BLK_NAME_MAX];
     char in_norm[BLK_NAME_MAX], post_attn[BLK_NAME_MAX], pre_ff[BLK_NAME_MAX], post_ff[BLK_NAME_MAX];
@@ -109,7 +87,8 @@ static int decoder_layer(rlx_ctx *c, const rlx_host_api *h)
     y = y < 0 ? -1 : blk_rms_norm(&e, y, n.post_attn, eps, 1);
     int32_t s, n2;
     if (y < 0 || blk_add_rms_norm(&e, x, y, n.pre_ff, eps, 1, &s, &n2) != 0) return RLX_ERR_INVALID;
-    int32_t m = geglu_mlp(&e, n2, n.mlp, cfg->intermediate_size, cfg->mlp_bias);
+    int32_t m = blk_gated_mlp(&e, n2, n.mlp, cfg->intermediate_size, cfg->mlp_bias,
+                              "rlx.geglu_tanh", "rlx.gelu_tanh");
     m = m < 0 ? -1 : blk_rms_norm(&e, m, n.post_ff, eps, 1);
     int32_t out = blk_op2(&e, "rlx.add", s, m);
     if (out < 0) return RLX_ERR_INVALID;

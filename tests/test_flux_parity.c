@@ -1,0 +1,152 @@
+/* FLUX parity through the CLI: rlx-run forward on tests/fixtures/flux1-tiny
+ * (FluxTransformer2DModel) and flux2-tiny (Flux2Transformer2DModel) with the reference
+ * inputs as given (batch dim on the tensors, ids without), `output` against diffusers'
+ * float64 forward; a misspelled or missing input is exit 1 naming the tensor. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "rlx/rlx.h"
+#include "testutil.h"
+
+static const char *const fixtures[2] = {"flux1-tiny", "flux2-tiny"};
+static const char *const extras[2] = {"--policy fusable", "--policy direct --threads 2"};
+
+static int same_shape(const rlx_shape *a, const rlx_shape *b)
+{
+    if (a->ndim != b->ndim) return 0;
+    for (uint32_t i = 0; i < a->ndim; i++)
+        if (a->dims[i] != b->dims[i]) return 0;
+    return 1;
+}
+
+static rlx_weights *open_st(const char *path)
+{
+    rlx_weights *w = NULL;
+    rlx_diag d;
+    rlx_diag_init(&d);
+    ck_assert_msg(rlx_weights_open(path, &w, &d) == 0, "%s", d.msg);
+    return w;
+}
+
+static float *read_f32(const rlx_weights *w, const char *name, rlx_shape *shape)
+{
+    const rlx_tensor_info *t = rlx_weights_find(w, name);
+    ck_assert_msg(t != NULL, "tensor %s missing", name);
+    size_t n = (size_t)rlx_shape_numel(&t->shape);
+    float *v = malloc(n * sizeof *v + 1);
+    rlx_diag d;
+    rlx_diag_init(&d);
+    ck_assert_msg(rlx_weights_read(t, RLX_F32, v, n, &d) == 0, "%s", d.msg);
+    *shape = t->shape;
+    return v;
+}
+
+/* the reference's inputs (everything but "output") into path; rename[0] -> rename[1],
+ * a NULL rename[1] drops the tensor */
+static void write_inputs(const char *fixture, const char *path, const char *const rename[2])
+{
+    char ref[1024];
+    snprintf(ref, sizeof ref, "%s/ref.safetensors", tu_fixture(fixture));
+    rlx_weights *r = open_st(ref);
+    rlx_st_writer *w = rlx_st_writer_new();
+    rlx_diag d;
+    rlx_diag_init(&d);
+    for (size_t i = 0; i < rlx_weights_count(r); i++) {
+        const rlx_tensor_info *t = rlx_weights_at(r, i);
+        if (!strcmp(t->name, "output")) continue;
+        const char *name = t->name;
+        if (rename && !strcmp(name, rename[0])) name = rename[1];
+        if (!name) continue;
+        rlx_shape s;
+        float *v = read_f32(r, t->name, &s);
+        ck_assert_msg(rlx_st_writer_add(w, name, RLX_F32, &s, v, &d) == 0, "%s", d.msg);
+        free(v);
+    }
+    ck_assert_msg(rlx_st_writer_save(w, path, &d) == 0, "%s", d.msg);
+    rlx_st_writer_free(w);
+    rlx_weights_close(r);
+}
+
+static tu_result forward(const char *fixture, const char *in, const char *out, const char *extra)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' forward --model '%s' --inputs '%s' --out '%s' %s", tu_tool("tools/rlx-run"),
+             tu_fixture(fixture), in, out, extra);
+    return tu_run(cmd, 240);
+}
+
+START_TEST(test_forward_parity)
+{
+    const char *fx = fixtures[_i / 2], *extra = extras[_i % 2];
+    char *tmp = tu_mkdtemp(), in[1024], out[1024], ref[1024];
+    snprintf(in, sizeof in, "%s/in.safetensors", tmp);
+    snprintf(out, sizeof out, "%s/out.safetensors", tmp);
+    snprintf(ref, sizeof ref, "%s/ref.safetensors", tu_fixture(fx));
+    write_inputs(fx, in, NULL);
+    tu_result r = forward(fx, in, out, extra);
+    ck_assert_msg(r.status == 0, "%s forward %s exited %d: %s", fx, extra, r.status, r.err);
+    tu_result_free(&r);
+    rlx_weights *wo = open_st(out), *wr = open_st(ref);
+    rlx_shape so, sr;
+    float *got = read_f32(wo, "output", &so), *want = read_f32(wr, "output", &sr);
+    ck_assert_msg(same_shape(&so, &sr), "%s: output shape differs from the reference", fx);
+    double e = tu_rel_l2(got, want, (size_t)rlx_shape_numel(&sr));
+    printf("%s %s: output rel L2 %.3g\n", fx, extra, e);
+    ck_assert_msg(e < 1e-4, "%s %s: output rel L2 %.3g >= 1e-4", fx, extra, e);
+    free(got);
+    free(want);
+    rlx_weights_close(wo);
+    rlx_weights_close(wr);
+    tu_rmrf(tmp);
+    free(tmp);
+}
+END_TEST
+
+START_TEST(test_bad_inputs)
+{
+    const char *fx = fixtures[_i];
+    const char *cond = _i ? "guidance" : "pooled_projections";
+    char *tmp = tu_mkdtemp(), in[1024], out[1024], want[256];
+    snprintf(in, sizeof in, "%s/in.safetensors", tmp);
+    snprintf(out, sizeof out, "%s/out.safetensors", tmp);
+    /* a misspelled name */
+    const char *wrong[2] = {"encoder_hidden_states", "encoder_hidden_state"};
+    write_inputs(fx, in, wrong);
+    tu_result r = forward(fx, in, out, "");
+    ck_assert_msg(r.status == 1, "%s: exit %d, expected 1", fx, r.status);
+    ck_assert_msg(strstr(r.err, "input tensor \"encoder_hidden_state\": not an input of this model") != NULL,
+                  "stderr: %s", r.err);
+    tu_result_free(&r);
+    /* the conditioning input missing */
+    const char *drop[2] = {cond, NULL};
+    write_inputs(fx, in, drop);
+    r = forward(fx, in, out, "");
+    snprintf(want, sizeof want, "missing input tensor \"%s\"", cond);
+    ck_assert_msg(r.status == 1, "%s: exit %d, expected 1", fx, r.status);
+    ck_assert_msg(strstr(r.err, want) != NULL, "stderr: %s", r.err);
+    tu_result_free(&r);
+    tu_rmrf(tmp);
+    free(tmp);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("flux");
+    TCase *c = tcase_create("parity");
+    tcase_set_timeout(c, 300);
+    tcase_add_loop_test(c, test_forward_parity, 0, 4);
+    tcase_add_loop_test(c, test_bad_inputs, 0, 2);
+    suite_add_tcase(s, c);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
