@@ -26,21 +26,27 @@ static double median_of(double *v, int n)
 }
 
 typedef struct {
-    const float *p;
+    const uint64_t *p;
     size_t n;
-    float sum;
+    uint64_t sum;
 } read_job;
 
 static void *read_worker(void *arg)
 {
     read_job *j = arg;
-    /* 8 partial sums so the loop is bound by loads, not by one add chain */
-    float s[8] = {0};
-    size_t i = 0;
-    for (; i + 8 <= j->n; i += 8)
-        for (int k = 0; k < 8; k++) s[k] += j->p[i + (size_t)k];
-    for (; i < j->n; i++) s[0] += j->p[i];
-    j->sum = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+    /* four streams at once (as a GEMV reads several weight rows) with independent integer
+     * adds: the loop is bound by memory, not by one prefetch stream or an FP add chain */
+    size_t q = j->n / 4;
+    const uint64_t *a = j->p, *b = a + q, *c = b + q, *e = c + q;
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = 0; i < q; i++) {
+        s0 += a[i];
+        s1 += b[i];
+        s2 += c[i];
+        s3 += e[i];
+    }
+    for (size_t i = 4 * q; i < j->n; i++) s0 += j->p[i];
+    j->sum = s0 + s1 + s2 + s3;
     return NULL;
 }
 
@@ -48,14 +54,14 @@ double bench_ref_read_gbps(int threads, size_t bytes, int reps)
 {
     if (threads < 1) threads = 1;
     if (reps < 1) reps = 1;
-    size_t n = bytes / sizeof(float);
-    float *buf = malloc(n * sizeof *buf);
+    size_t n = bytes / sizeof(uint64_t);
+    uint64_t *buf = malloc(n * sizeof *buf);
     read_job *jobs = calloc((size_t)threads, sizeof *jobs);
     pthread_t *tid = calloc((size_t)threads, sizeof *tid);
     double *t = calloc((size_t)reps, sizeof *t);
     double gbps = 0;
     if (buf && jobs && tid && t) {
-        for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 1023) * 1e-3f;
+        for (size_t i = 0; i < n; i++) buf[i] = (uint64_t)i * 2654435761u;
         size_t per = n / (size_t)threads;
         for (int r = 0; r < reps; r++) {
             double t0 = now_s();
@@ -68,7 +74,7 @@ double bench_ref_read_gbps(int threads, size_t bytes, int reps)
             t[r] = now_s() - t0;
         }
         double m = median_of(t, reps);
-        gbps = m > 0 ? (double)(n * sizeof(float)) / m / 1e9 : 0;
+        gbps = m > 0 ? (double)(n * sizeof(uint64_t)) / m / 1e9 : 0;
     }
     free(buf);
     free(jobs);

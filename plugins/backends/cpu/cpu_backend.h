@@ -23,7 +23,7 @@ int cpu_pool_create(int n_workers, const int *pus, cpu_pool **out, rlx_diag *d);
 void cpu_pool_destroy(cpu_pool *p);
 int cpu_pool_size(const cpu_pool *p);
 /* Runs fn(arg, t, worker) for t in [0, n_tasks), spread over the workers; returns when
- * all are done. Workers sleep on a condition variable between calls (no spinning). */
+ * all are done. Workers spin briefly between calls, then sleep on a condition variable. */
 void cpu_pool_run(cpu_pool *p, int64_t n_tasks, cpu_task_fn fn, void *arg);
 
 /* ---- backend instance ---- */
