@@ -21,7 +21,9 @@ static int passes(rlx_model *m, rg_exec *e, rlx_diag *d)
         int rc = rg_pass_assert_clean(g, m->be, d);
         if (rc) return rc;
     }
-    int rc = rg_legalize(g, m->be, &e->stats, d);
+    /* profile backend.cpu.unfuse_regions: decompose composites the CPU kernels fuse */
+    int unfuse = pr->backend.cpu.unfuse_regions && !strcmp(m->be->name, "cpu");
+    int rc = rg_legalize(g, m->be, unfuse, &e->stats, d);
     if (rc) return rc;
     if (pr->passes.dce) rg_pass_dce(g, &e->stats);
     return rg_schedule(g, d);
@@ -121,6 +123,6 @@ int rg_model_exec(rlx_model *m, int phase, int64_t T, int64_t ctx, rg_exec **out
     int rc = compile(m, phase, T, ctx, out, d);
     if (rc) return rc;
     m->exec[m->n_exec++] = *out;
-    if (m->verbose) rg_exec_dump(*out, stderr);
+    if (m->verbose || m->profile[phase == RLX_PHASE_DECODE ? 1 : 0].passes.verbose) rg_exec_dump(*out, stderr);
     return 0;
 }

@@ -37,7 +37,7 @@ int rg_backend_supports(const rlx_backend *be, const rg_graph *g, const rlx_valu
     return be->supports_op(&nd, vd) == 1;
 }
 
-int rg_legalize(rg_graph *g, const rlx_backend *be, rg_stats *st, rlx_diag *d)
+int rg_legalize(rg_graph *g, const rlx_backend *be, int unfuse, rg_stats *st, rlx_diag *d)
 {
     int rc = 0;
     rlx_value_desc *vd = NULL;
@@ -50,8 +50,9 @@ int rg_legalize(rg_graph *g, const rlx_backend *be, rg_stats *st, rlx_diag *d)
             if (!(vd = rg_value_descs(g))) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
             n_vd = g->n_values;
         }
-        if (rg_backend_supports(be, g, vd, &g->nodes[i])) continue;
         const rg_op_def *op = rg_op_find(g->nodes[i].op);
+        /* unfuse: run every composite as its primitives, even where a kernel exists */
+        if (!(unfuse && op && op->composite) && rg_backend_supports(be, g, vd, &g->nodes[i])) continue;
         if (!op || !op->composite) {
             rc = rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "backend %s cannot run %s (%s)", be->name,
                               g->nodes[i].op, g->nodes[i].where ? g->nodes[i].where : "?");

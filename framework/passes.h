@@ -20,9 +20,10 @@ int rg_pass_fold(rg_graph *g, rg_stats *st);
 int rg_pass_fuse(rg_graph *g, rg_stats *st);
 /* Fails if a pattern remains that the backend has a composite kernel for. */
 int rg_pass_assert_clean(rg_graph *g, const rlx_backend *be, rlx_diag *d);
-/* legalize.c: decompose composites the backend lacks; fail on a primitive it lacks. */
+/* legalize.c: decompose composites the backend lacks (every composite with unfuse);
+ * fail on a primitive it lacks. */
 int rg_backend_supports(const rlx_backend *be, const rg_graph *g, const rlx_value_desc *vd,
                         const rg_node *n);
 rlx_value_desc *rg_value_descs(const rg_graph *g);
-int rg_legalize(rg_graph *g, const rlx_backend *be, rg_stats *st, rlx_diag *d);
+int rg_legalize(rg_graph *g, const rlx_backend *be, int unfuse, rg_stats *st, rlx_diag *d);
 #endif

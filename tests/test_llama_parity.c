@@ -348,6 +348,59 @@ START_TEST(test_cli_help)
 }
 END_TEST
 
+/* writes a profile JSON into dir/name and returns its path (static buffer) */
+static const char *write_profile(const char *dir, const char *name, const char *json)
+{
+    static char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_msg(f != NULL, "cannot write %s", path);
+    fputs(json, f);
+    fclose(f);
+    return path;
+}
+
+/* backend.cpu.unfuse_regions runs composites as primitives; passes.verbose prints the
+ * compiled graphs on stderr; both keep the logits exact */
+START_TEST(test_profile_switches)
+{
+    char *dir = tu_mkdtemp(), args[2048];
+    const char *p = write_profile(dir, "unfuse.rlx.json", "{\"backend\": {\"cpu\": {\"unfuse_regions\": true}}}");
+    snprintf(args, sizeof args, "generate --model '%s' --ids 1,2,3 -n 2 --dump-graph --profile '%s'",
+             tu_fixture("llama32-tiny"), p);
+    tu_result r = run_cli(args);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.out, "decomposed 0") == NULL && strstr(r.out, "rlx.add_rms_norm x") == NULL &&
+                      strstr(r.out, "rlx.swiglu x") == NULL && strstr(r.out, "rlx.rms_norm x"),
+                  "unfused graph still has composites: %s", r.out);
+    tu_result_free(&r);
+    snprintf(args, sizeof args, "generate --model '%s' --ids 1,2,3 -n 2 --json --profile '%s'",
+             tu_fixture("llama32-tiny"), p);
+    tu_result a = run_cli(args);
+    snprintf(args, sizeof args, "generate --model '%s' --ids 1,2,3 -n 2 --json", tu_fixture("llama32-tiny"));
+    tu_result b = run_cli(args);
+    ck_assert_msg(a.status == 0 && b.status == 0, "exit %d / %d: %s %s", a.status, b.status, a.err, b.err);
+    ck_assert_msg(strstr(a.out, "\"ids\":[") && strstr(b.out, "\"ids\":["), "%s / %s", a.out, b.out);
+    /* the generated ids agree with and without unfusing */
+    {
+        const char *ia = strstr(a.out, "\"ids\":["), *ib = strstr(b.out, "\"ids\":[");
+        size_t la = (size_t)(strchr(ia, ']') - ia), lb = (size_t)(strchr(ib, ']') - ib);
+        ck_assert_msg(la == lb && !strncmp(ia, ib, la), "ids differ: %s vs %s", a.out, b.out);
+    }
+    tu_result_free(&a);
+    tu_result_free(&b);
+
+    p = write_profile(dir, "verbose.rlx.json", "{\"passes\": {\"verbose\": true}}");
+    snprintf(args, sizeof args, "generate --model '%s' --ids 1,2,3 -n 2 --profile '%s'", tu_fixture("llama32-tiny"), p);
+    r = run_cli(args);
+    ck_assert_msg(r.status == 0 && strstr(r.err, "graph prefill T=") && strstr(r.err, "graph decode T=1"),
+                  "exit %d: %s", r.status, r.err);
+    tu_result_free(&r);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("llama_parity");
@@ -363,6 +416,7 @@ static Suite *suite(void)
     tcase_add_test(cli, test_cli_usage_errors);
     tcase_add_test(cli, test_cli_errors);
     tcase_add_test(cli, test_cli_help);
+    tcase_add_test(cli, test_profile_switches);
     suite_add_tcase(s, cli);
     return s;
 }
