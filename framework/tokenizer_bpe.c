@@ -412,7 +412,8 @@ static int encode_piece(tk_bpe *b, const char *w, size_t n, tk_ids *out)
     for (size_t i = 0; !rc && i < ns; i++)
         if (s[i].alive && tk_ids_push(out, s[i].id)) rc = -1;
     free(s);
-    if (!rc && cacheable) cache_put(&b->cache, w, n, h, out->v + start, out->n - start);
+    /* a word of unknown characters (no unk, no byte fallback) adds no ids: out->v may be NULL */
+    if (!rc && cacheable) cache_put(&b->cache, w, n, h, out->v ? out->v + start : NULL, out->n - start);
     return rc;
 }
 

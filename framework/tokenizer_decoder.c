@@ -71,6 +71,11 @@ int tk_decoder_load(const tk_jctx *c, json_t *j, const char *path, tk_decoder **
             (rc = tk_jint(c, j, path, "stop", &d->stop)))
             goto fail;
         if (!s) s = " ";
+        /* tokenizers' content is one char; an empty one would make decode loop start times */
+        if (!*s || tk_utf8_len((unsigned char)*s) != strlen(s)) {
+            rc = tk_jerr(c, path, "\"content\" must be one character");
+            goto fail;
+        }
     } else if (!strcmp(type, "Metaspace")) {
         d->kind = D_METASPACE;
         const char *scheme = NULL;

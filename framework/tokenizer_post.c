@@ -71,9 +71,12 @@ nomem:
 static int token_pair_id(const tk_jctx *c, json_t *j, const char *path, const char *key, int32_t *id)
 {
     json_t *v = json_object_get(j, key);
-    if (!json_is_array(v) || json_array_size(v) != 2 || !json_is_integer(json_array_get(v, 1)))
+    json_int_t n = json_integer_value(json_array_get(v, 1));
+    /* a negative id would read as the -1 that marks sequence A */
+    if (!json_is_array(v) || json_array_size(v) != 2 || !json_is_integer(json_array_get(v, 1)) || n < 0 ||
+        n >= INT32_MAX)
         return tk_jerr(c, path, "\"%s\" must be [token, id]", key);
-    *id = (int32_t)json_integer_value(json_array_get(v, 1));
+    *id = (int32_t)n;
     return 0;
 }
 

@@ -306,6 +306,58 @@ START_TEST(added_tokens_normalized_and_rstrip)
 }
 END_TEST
 
+/* tests/bad-inputs/fuzz-regressions/tokenizer-*: inputs that hung or misbehaved under
+ * fuzz/fuzz_tokenizer; each must now fail to load with exactly this one-line error */
+static const struct {
+    const char *file, *err;
+} fuzz_cases[] = {
+    /* an empty Strip decoder content made decode spin start (9e18) times: a timeout */
+    {"tokenizer-strip-empty-content.json", "decoder: \"content\" must be one character"},
+    /* found by review: a cls id of 2^32-1 wrapped to -1, the "sequence A" marker */
+    {"tokenizer-bert-cls-id-wraps.json", "post_processor: \"cls\" must be [token, id]"},
+};
+
+START_TEST(fuzz_regressions)
+{
+    for (size_t i = 0; i < sizeof fuzz_cases / sizeof fuzz_cases[0]; i++) {
+        char path[1024], want[1200];
+        snprintf(path, sizeof path, "%s/%s", tu_src("tests/bad-inputs/fuzz-regressions"), fuzz_cases[i].file);
+        snprintf(want, sizeof want, "%s: %s", path, fuzz_cases[i].err);
+        rlx_tokenizer *t = NULL;
+        rlx_diag d;
+        rlx_diag_init(&d);
+        ck_assert_int_eq(rlx_tokenizer_load(path, &t, &d), RLX_ERR_INVALID);
+        ck_assert_ptr_null(t);
+        ck_assert_str_eq(d.msg, want);
+    }
+}
+END_TEST
+
+/* fuzz_tokenizer (UBSan, clang): a first word of characters outside the vocabulary (no unk,
+ * no byte fallback) yields no ids, and caching it computed NULL + 0. The characters are
+ * dropped, as tokenizers does; gcc's UBSan does not flag NULL + 0, so only the clang
+ * harness replaying this file catches the old code. */
+START_TEST(fuzz_regression_unknown_word)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tokenizer-unknown-word-no-ids.json", tu_src("tests/bad-inputs/fuzz-regressions"));
+    rlx_tokenizer *t = load_ok(path);
+    rlx_diag d;
+    rlx_diag_init(&d);
+    int32_t *ids;
+    size_t n;
+    static const int32_t want[] = {0, 0};
+    ck_assert_msg(rlx_tokenizer_encode(t, "Hello a xyz a", 13, 1, &ids, &n, &d) == 0, "%s", d.msg);
+    check_ids("Hello a xyz a", ids, n, want, 2);
+    char *text;
+    ck_assert_msg(rlx_tokenizer_decode(t, ids, n, 0, &text, &d) == 0, "%s", d.msg);
+    ck_assert_str_eq(text, "a a");
+    free(text);
+    free(ids);
+    rlx_tokenizer_free(t);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("tokenizer");
@@ -320,6 +372,8 @@ static Suite *suite(void)
     tcase_add_test(tc, normalizers_nfc_nfd);
     tcase_add_test(tc, split_behaviours_and_metaspace);
     tcase_add_test(tc, added_tokens_normalized_and_rstrip);
+    tcase_add_test(tc, fuzz_regressions);
+    tcase_add_test(tc, fuzz_regression_unknown_word);
     suite_add_tcase(s, tc);
     return s;
 }
