@@ -119,10 +119,7 @@ int main(void)
     tcase_add_test(tc, bad_models);
     tcase_add_test(tc, bad_inputs_files);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = tu_run_suite(s) != 0;
     tu_rmrf(tmp);
     free(tmp);
     return failed ? 1 : 0;

@@ -150,9 +150,5 @@ int main(void)
     tcase_add_test(tc, unsupported_template);
     tcase_add_test(tc, load_from_model_dir);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run_suite(s);
 }

@@ -123,9 +123,5 @@ int main(void)
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, example_builds_and_loads);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run_suite(s);
 }

@@ -1,5 +1,6 @@
 /* Sampling: greedy, top-k, top-p, seeds, and transformers' repetition penalty. */
 #include <check.h>
+#include "testutil.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,9 +160,5 @@ int main(void)
     tcase_add_test(tc, top_p_edges);
     tcase_add_test(tc, repetition_penalty_like_transformers);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run_suite(s);
 }

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "rlx/rlx.h"
 #include <check.h>
+#include "testutil.h"
 #include <hwloc.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -155,9 +156,5 @@ int main(void)
     tcase_add_test(tc, affinity_mask_respected);
     tcase_add_test(tc, bind_thread);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run_suite(s);
 }
