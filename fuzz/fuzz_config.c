@@ -1,5 +1,5 @@
 /* libFuzzer: config.json parsing (both transformers spellings, diffusers). */
-#include "internal.h"
+#include "base/internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

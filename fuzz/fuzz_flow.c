@@ -1,7 +1,7 @@
 /* libFuzzer: flow JSON loading (rlx_flow_load_json) and printing. */
 #define _GNU_SOURCE
 #include "fuzz_memfile.h"
-#include "internal.h"
+#include "base/internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -1,5 +1,5 @@
 /* libFuzzer: the strict profile parser. */
-#include "internal.h"
+#include "base/internal.h"
 #include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

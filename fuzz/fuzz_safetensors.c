@@ -1,5 +1,5 @@
 /* libFuzzer: the safetensors header parser on arbitrary bytes. */
-#include "internal.h"
+#include "base/internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

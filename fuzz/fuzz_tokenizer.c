@@ -2,7 +2,7 @@
  * input's own bytes read as ids. */
 #define _GNU_SOURCE
 #include "fuzz_memfile.h"
-#include "internal.h"
+#include "base/internal.h"
 #include <string.h>
 
 static const struct {

@@ -1,0 +1,146 @@
+/* Flow -> graph: declares the flow's inputs, then runs every stage's emitter in order
+ * (repeats unrolled with {i}, conditions evaluated for the phase and config). */
+#include "build/emit.h"
+#include "build/flow.h"
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+int rg_config_lookup(rlx_model *m, const char *key, double *out)
+{
+    const rlx_model_config *c = &m->cfg;
+    /* fields whose defaults the config loader applied, so a missing key still answers */
+    if (!strcmp(key, "tie_word_embeddings")) return *out = c->tie_word_embeddings, 0;
+    if (!strcmp(key, "attention_bias")) return *out = c->attention_bias, 0;
+    if (!strcmp(key, "mlp_bias")) return *out = c->mlp_bias, 0;
+    if (!strcmp(key, "num_hidden_layers") || !strcmp(key, "num_layers"))
+        return *out = (double)c->num_layers, 0;
+    if (m->config && rlx_config_number(m->config, key, out) == 0) return 0;
+    return RLX_ERR_NOT_FOUND;
+}
+
+int rg_eval_cond(rlx_model *m, const char *cond, int phase)
+{
+    if (!strcmp(cond, "phase=prefill")) return phase == RLX_PHASE_PREFILL;
+    if (!strcmp(cond, "phase=decode")) return phase == RLX_PHASE_DECODE;
+    if (!strcmp(cond, "phase=encode")) return phase == RLX_PHASE_ENCODE;
+    int neg = cond[0] == '!';
+    double v = 0;
+    int found = rg_config_lookup(m, cond + (neg ? 8 : 7), &v) == 0;
+    int truthy = found && v != 0;
+    return neg ? !truthy : truthy;
+}
+
+typedef struct walk {
+    rlx_ctx *c;
+    uint32_t stage;
+} walk;
+
+static int run_items(walk *w, const rlx_flow *f);
+
+static int run_stage(walk *w, const rg_flow_item *it)
+{
+    rlx_ctx *c = w->c;
+    const rlx_host_api *host = rlx_host_api_get();
+    w->stage++;
+    if (c->rep >= 0)
+        snprintf(c->where, sizeof c->where, "stage %u (%s, i=%lld)", w->stage, it->name, (long long)c->rep);
+    else
+        snprintf(c->where, sizeof c->where, "stage %u (%s)", w->stage, it->name);
+    int rc;
+    if (it->kind == FI_CUSTOM) {
+        c->params = NULL;
+        rc = it->fn(c, host, it->user);
+    } else {
+        const rlx_block *b = c->m->registry ? rlx_registry_block(c->m->registry, it->name) : NULL;
+        if (!b) return rg_ctx_fail(c, "no block named \"%s\" in the loaded plugins", it->name);
+        c->params = it->params;
+        rc = b->emit(c, host);
+    }
+    c->params = NULL;
+    if (c->failed) return c->failed;
+    if (rc) return rg_ctx_fail(c, "the stage failed (status %d) without saying why", rc);
+    return 0;
+}
+
+static int run_items(walk *w, const rlx_flow *f)
+{
+    rlx_ctx *c = w->c;
+    for (uint32_t i = 0; i < f->n_items; i++) {
+        const rg_flow_item *it = &f->items[i];
+        int rc = 0;
+        switch (it->kind) {
+        case FI_STAGE:
+        case FI_CUSTOM: rc = run_stage(w, it); break;
+        case FI_SEQ: rc = run_items(w, it->body); break;
+        case FI_WHEN:
+            if (rg_eval_cond(c->m, it->name, c->phase)) rc = run_items(w, it->body);
+            break;
+        case FI_REPEAT: {
+            int64_t n = it->n;
+            if (it->n_key) {
+                double v;
+                if (rg_config_lookup(c->m, it->n_key, &v) != 0 || v < 0)
+                    return rlx_diag_set(c->d, RLX_ERR_INVALID,
+                                        "flow %s: repeat count config:%s is not a number in the model config",
+                                        f->name, it->n_key);
+                n = (int64_t)v;
+            }
+            int64_t saved = c->rep;
+            for (int64_t k = 0; k < n && !rc; k++) {
+                c->rep = k;
+                rc = run_items(w, it->body);
+            }
+            c->rep = saved;
+            break;
+        }
+        }
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int rg_build(rlx_model *m, const rlx_flow *f, int phase, int64_t T, int64_t ctx, rg_graph **out,
+             rlx_diag *d)
+{
+    *out = NULL;
+    if (f->err[0]) return rlx_diag_set(d, RLX_ERR_INVALID, "%s", f->err);
+    rlx_ctx c;
+    memset(&c, 0, sizeof c);
+    c.m = m;
+    c.phase = phase;
+    c.T = T;
+    c.ctx_len = ctx;
+    c.rep = -1;
+    c.d = d;
+    c.g = rg_new();
+    if (!c.g) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    snprintf(c.where, sizeof c.where, "flow %s", f->name);
+    const rlx_host_api *host = rlx_host_api_get();
+    int rc = 0;
+    for (uint32_t i = 0; i < f->n_inputs && !rc; i++) {
+        const rg_flow_input *in = &f->inputs[i];
+        rlx_shape s = rg_shape(in->ndim, in->dims);
+        int32_t v = host->emit_input(&c, in->name, in->dtype, &s);
+        if (v < 0 || rg_map_set(&c.slots, in->name, v)) rc = c.failed ? c.failed : RLX_ERR_NOMEM;
+    }
+    if (!rc) {
+        walk w = {&c, 0};
+        rc = run_items(&w, f);
+    }
+    if (!rc && c.g->n_outputs == 0)
+        rc = rlx_diag_set(d, RLX_ERR_INVALID, "flow %s: no stage emitted an output", f->name);
+    for (uint32_t i = 0; i < c.n_strs; i++) free(c.strs[i]);
+    free(c.strs);
+    rg_map_free(&c.slots);
+    rg_map_free(&c.weights);
+    rg_map_free(&c.states);
+    rg_map_free(&c.inputs);
+    if (rc) {
+        if (d && !d->code) rlx_diag_set(d, rc, "flow %s: build failed", f->name);
+        rg_free(c.g);
+        return rc;
+    }
+    *out = c.g;
+    return 0;
+}

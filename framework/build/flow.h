@@ -1,0 +1,55 @@
+/* Flows: a tree of stages (blocks with JSON params), repeats, sequences, conditions and
+ * custom emitters; built into a graph by build.c. */
+#ifndef RLX_FLOW_H
+#define RLX_FLOW_H
+#include "base/internal.h"
+
+struct json_t;
+
+enum { FI_STAGE, FI_REPEAT, FI_SEQ, FI_WHEN, FI_CUSTOM };
+
+typedef struct rg_flow_item {
+    int kind;
+    char *name;             /* block / custom name / condition */
+    struct json_t *params;  /* FI_STAGE: an object (owned reference) */
+    int64_t n;              /* FI_REPEAT count */
+    char *n_key;            /* FI_REPEAT from JSON "config:KEY": count read at build */
+    rlx_flow *body;         /* FI_REPEAT / FI_SEQ / FI_WHEN */
+    rlx_custom_emit_fn fn;  /* FI_CUSTOM */
+    void *user;
+} rg_flow_item;
+
+typedef struct rg_flow_input {
+    char *name;
+    int dtype;
+    uint32_t ndim;
+    int64_t dims[RLX_MAX_DIMS];
+} rg_flow_input;
+
+struct rlx_flow {
+    char *name;
+    rg_flow_input *inputs;
+    uint32_t n_inputs;
+    rg_flow_item *items;
+    uint32_t n_items;
+    rlx_flow *open[16]; /* repeat bodies opened by host->flow_repeat_begin */
+    int n_open;
+    char err[512]; /* first error of a flow_* call */
+};
+
+/* 0 if cond is one of the forms rlx_flow_when accepts */
+int rg_flow_cond_valid(const char *cond);
+rlx_flow *rg_flow_clone(const rlx_flow *f);
+int rg_flow_set_err(rlx_flow *f, const char *fmt, ...) RLX_PRINTF(2, 3);
+/* repeat whose count is read from the model config at build (JSON flows) */
+int rg_flow_repeat_key(rlx_flow *f, const char *key, const rlx_flow *body);
+/* stage with an already-parsed params object (a new reference is taken) */
+int rg_flow_stage_json(rlx_flow *f, const char *block, struct json_t *params);
+
+
+/* host services for arch recipes (plugin.h flow_*) */
+int rg_host_flow_stage(rlx_flow *f, const char *block, const char *params_json);
+int rg_host_flow_repeat_begin(rlx_flow *f, int64_t n);
+int rg_host_flow_repeat_end(rlx_flow *f);
+int rg_host_flow_input(rlx_flow *f, const char *name, int32_t dtype, uint32_t ndim, const int64_t *dims);
+#endif

@@ -1,0 +1,128 @@
+/* The compile pipeline for one (phase, sequence length, context length): build the
+ * flow, run the profile's passes, legalize for the backend, schedule, plan the arena,
+ * hand the program to the backend. Results are cached on the model. */
+#include "runtime/exec.h"
+#include <stdlib.h>
+#include <string.h>
+
+static int passes(rlx_model *m, rg_exec *e, rlx_diag *d)
+{
+    const rlx_profile *pr = &m->profile[e->phase == RLX_PHASE_DECODE ? 1 : 0];
+    const char *policy = m->policy[e->phase == RLX_PHASE_DECODE ? 1 : 0];
+    rg_graph *g = e->g;
+    e->stats.built_nodes = g->n_nodes;
+    if (rg_pass_outputs(g)) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    if (pr->passes.constant_folding && rg_pass_fold(g, &e->stats))
+        return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    if (!pr->fusion.skip && !strcmp(policy, "fusable") && rg_pass_fuse(g, &e->stats))
+        return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    if (pr->passes.dce) rg_pass_dce(g, &e->stats);
+    if (pr->fusion.assert_clean) {
+        int rc = rg_pass_assert_clean(g, m->be, d);
+        if (rc) return rc;
+    }
+    /* profile backend.cpu.unfuse_regions: decompose composites the CPU kernels fuse */
+    int unfuse = pr->backend.cpu.unfuse_regions && !strcmp(m->be->name, "cpu");
+    int rc = rg_legalize(g, m->be, unfuse, &e->stats, d);
+    if (rc) return rc;
+    if (pr->passes.dce) rg_pass_dce(g, &e->stats);
+    return rg_schedule(g, d);
+}
+
+/* weights, constants and IO staging buffers: everything fixed for this program */
+static int bind_fixed(rlx_model *m, rg_exec *e, rlx_diag *d)
+{
+    const rg_plan *p = &e->plan;
+    int host = (m->be->flags & RLX_BACKEND_HOST_MEMORY) != 0;
+    for (uint32_t i = 0; i < p->n_values; i++) {
+        const rlx_value_desc *vd = &p->values[i];
+        const rg_value *gv = &e->g->values[p->p2g[i]];
+        size_t bytes = (size_t)rlx_shape_numel(&vd->shape) * rlx_dtype_size(vd->dtype);
+        if (vd->kind == RLX_VALUE_WEIGHT) {
+            const rg_weight *w;
+            int rc = rg_model_weight(m, gv->name, NULL, 0, &w, d);
+            if (rc) return rc;
+            e->ptrs[i] = w->ptr;
+        } else if (vd->kind == RLX_VALUE_CONST && host) {
+            e->ptrs[i] = gv->data;
+        } else if (vd->kind == RLX_VALUE_CONST || vd->kind == RLX_VALUE_INPUT ||
+                   vd->kind == RLX_VALUE_OUTPUT) {
+            void *buf = m->be->alloc(m->be_ctx, bytes ? bytes : 4, d);
+            if (!buf) return d && d->code ? d->code : rlx_diag_set(d, RLX_ERR_DEVICE, "backend %s: allocation of %zu bytes failed", m->be->name, bytes);
+            e->owned[i] = e->ptrs[i] = buf;
+            if (vd->kind == RLX_VALUE_CONST) {
+                int rc = m->be->upload ? m->be->upload(m->be_ctx, buf, gv->data, bytes, d) : (memcpy(buf, gv->data, bytes), 0);
+                if (rc) return rc;
+            }
+        }
+    }
+    return 0;
+}
+
+void rg_exec_free(rlx_model *m, rg_exec *e)
+{
+    if (!e) return;
+    if (e->exe && m->be->release) m->be->release(m->be_ctx, e->exe);
+    for (uint32_t i = 0; e->owned && i < e->plan.n_values; i++)
+        if (e->owned[i]) m->be->free(m->be_ctx, e->owned[i]);
+    free(e->owned);
+    free(e->ptrs);
+    rg_plan_free(&e->plan);
+    rg_free(e->g);
+    free(e);
+}
+
+static int compile(rlx_model *m, int phase, int64_t T, int64_t ctx, rg_exec **out, rlx_diag *d)
+{
+    rg_exec *e = calloc(1, sizeof *e);
+    if (!e) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    e->phase = phase;
+    e->T = T;
+    e->ctx = ctx;
+    const rlx_flow *f = m->flow[phase == RLX_PHASE_DECODE ? 1 : 0];
+    int rc = rg_build(m, f, phase, T, ctx, &e->g, d);
+    if (!rc) rc = passes(m, e, d);
+    if (!rc) rc = rg_plan_build(e->g, &e->plan, d);
+    if (!rc) {
+        e->n_nodes_final = e->plan.n_nodes;
+        e->prog.struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_program, arena_bytes);
+        e->prog.values = e->plan.values;
+        e->prog.n_values = e->plan.n_values;
+        e->prog.nodes = e->plan.nodes;
+        e->prog.n_nodes = e->plan.n_nodes;
+        e->prog.arena_bytes = e->plan.arena_bytes;
+        e->ptrs = calloc(e->plan.n_values + 1, sizeof *e->ptrs);
+        e->owned = calloc(e->plan.n_values + 1, sizeof *e->owned);
+        if (!e->ptrs || !e->owned) rc = rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    }
+    if (!rc) rc = bind_fixed(m, e, d);
+    if (!rc) {
+        rc = m->be->compile(m->be_ctx, &e->prog, &e->exe, d);
+        if (rc && d && !d->code) rlx_diag_set(d, rc, "backend %s: compile failed", m->be->name);
+    }
+    if (rc) {
+        rg_exec_free(m, e);
+        return rc;
+    }
+    *out = e;
+    return 0;
+}
+
+int rg_model_exec(rlx_model *m, int phase, int64_t T, int64_t ctx, rg_exec **out, rlx_diag *d)
+{
+    for (uint32_t i = 0; i < m->n_exec; i++) {
+        rg_exec *e = m->exec[i];
+        if (e->phase == phase && e->T == T && e->ctx == ctx) {
+            *out = e;
+            return 0;
+        }
+    }
+    rg_exec **arr = realloc(m->exec, (m->n_exec + 1) * sizeof *arr);
+    if (!arr) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    m->exec = arr;
+    int rc = compile(m, phase, T, ctx, out, d);
+    if (rc) return rc;
+    m->exec[m->n_exec++] = *out;
+    if (m->verbose || m->profile[phase == RLX_PHASE_DECODE ? 1 : 0].passes.verbose) rg_exec_dump(*out, stderr);
+    return 0;
+}

@@ -1,0 +1,29 @@
+/* Graph passes run between the build and planning, selected by the profile. */
+#ifndef RLX_PASSES_H
+#define RLX_PASSES_H
+#include "ir/graph.h"
+
+typedef struct rg_stats {
+    uint32_t built_nodes;  /* as the flow emitted them */
+    uint32_t dce_removed;
+    uint32_t folded;
+    uint32_t fused[4];     /* add_rms_norm, swiglu, geglu_tanh, linear_swiglu */
+    uint32_t decomposed;
+} rg_stats;
+
+extern const char *const rg_fused_names[4];
+
+/* Every graph output becomes a node-produced value of its own (copy if needed). */
+int rg_pass_outputs(rg_graph *g);
+void rg_pass_dce(rg_graph *g, rg_stats *st);
+int rg_pass_fold(rg_graph *g, rg_stats *st);
+int rg_pass_fuse(rg_graph *g, rg_stats *st);
+/* Fails if a pattern remains that the backend has a composite kernel for. */
+int rg_pass_assert_clean(rg_graph *g, const rlx_backend *be, rlx_diag *d);
+/* legalize.c: decompose composites the backend lacks (every composite with unfuse);
+ * fail on a primitive it lacks. */
+int rg_backend_supports(const rlx_backend *be, const rg_graph *g, const rlx_value_desc *vd,
+                        const rg_node *n);
+rlx_value_desc *rg_value_descs(const rg_graph *g);
+int rg_legalize(rg_graph *g, const rlx_backend *be, int unfuse, rg_stats *st, rlx_diag *d);
+#endif

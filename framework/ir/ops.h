@@ -1,0 +1,35 @@
+/* The core op table (docs/OPS.md): arity, shape and dtype inference, attribute
+ * defaults, and the decompositions of composite ops into primitives. */
+#ifndef RLX_OPS_H
+#define RLX_OPS_H
+#include "ir/graph.h"
+
+#define RG_MAX_OUT 2
+
+typedef struct rg_op_def {
+    const char *name;
+    uint32_t min_in, max_in;
+    uint32_t n_out;
+    int composite;
+    /* Fills out shapes/dtypes from the node's inputs and attrs; on a bad shape writes
+     * a detail naming both shapes into err and returns nonzero. */
+    int (*infer)(const rg_graph *g, const rg_node *n, rlx_shape *shapes, int *dtypes,
+                 char *err, size_t errlen);
+    /* Composites: appends primitive nodes writing the node's outputs; the caller marks
+     * the node dead. Returns 0 or -1 (allocation). */
+    int (*decompose)(rg_graph *g, uint32_t node);
+} rg_op_def;
+
+const rg_op_def *rg_op_find(const char *name);
+/* Adds the attributes a backend may rely on (attention scale, causal, ...) and makes
+ * negative axes positive. */
+int rg_op_normalize(rg_graph *g, uint32_t node);
+/* All op names, NULL-terminated. */
+const char *const *rg_op_names(void);
+
+/* ops_decomp.c: the decompositions the table points at */
+int rg_decompose_swiglu(rg_graph *g, uint32_t node);
+int rg_decompose_geglu_tanh(rg_graph *g, uint32_t node);
+int rg_decompose_add_rms_norm(rg_graph *g, uint32_t node);
+int rg_decompose_linear_swiglu(rg_graph *g, uint32_t node);
+#endif

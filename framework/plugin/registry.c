@@ -1,0 +1,653 @@
+/* Plugin registry: discovery, loading, validation and lookup.
+ *
+ * Every candidate *.so in the search path is either loaded or refused with a one-line
+ * reason; a refusal never stops the others. Everything a plugin hands over is checked
+ * here once (struct sizes, names, required functions), so the rest of the host and the
+ * tools can use any minor-0 field of a loaded plugin's structs without re-checking.
+ * A plugin whose entry point ran is never unloaded, not even by rlx_registry_close:
+ * GPU runtimes (CUDA, HIP) and C++ libraries crash or leak when unloaded, and a value
+ * the plugin handed out may outlive the registry. */
+#define _GNU_SOURCE
+#include "base/internal.h"
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_ITEMS 100000u /* a count above this is a corrupt descriptor */
+
+typedef struct plugin {
+    rlx_plugin_info info; /* points into the strings below */
+    char *path, *name, *version, *reason;
+    void *handle;
+} plugin;
+
+typedef struct backend_slot {
+    const rlx_backend *be;
+    int probed;
+    rlx_backend_probe probe;
+} backend_slot;
+
+struct rlx_registry {
+    plugin *plugins;
+    size_t n_plugins, cap_plugins;
+    char **dirs;
+    size_t n_dirs;
+    char **seen; /* real paths of files already considered */
+    size_t n_seen;
+    backend_slot *backends; /* every backend of every loaded plugin, load order */
+    size_t n_backends;
+    pthread_mutex_t probe_lock;
+};
+
+RLX_API const char *rlx_default_plugin_dir(void) { return RLX_PLUGIN_DIR; }
+
+/* ---------------------------------------------------------------- search path */
+
+static int add_dir(rlx_registry *r, const char *dir)
+{
+    char real[PATH_MAX];
+    const char *key = realpath(dir, real) ? real : dir;
+    for (size_t i = 0; i < r->n_dirs; i++) {
+        char other[PATH_MAX];
+        const char *ok = realpath(r->dirs[i], other) ? other : r->dirs[i];
+        if (strcmp(ok, key) == 0) return 0; /* same folder listed twice */
+    }
+    char **nd = realloc(r->dirs, (r->n_dirs + 1) * sizeof *nd);
+    if (!nd) return RLX_ERR_NOMEM;
+    r->dirs = nd;
+    if (!(r->dirs[r->n_dirs] = strdup(dir))) return RLX_ERR_NOMEM;
+    r->n_dirs++;
+    return 0;
+}
+
+static int add_path_list(rlx_registry *r, const char *list)
+{
+    const char *p = list;
+    while (p && *p) {
+        const char *e = strchr(p, ':');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n > 0 && n < PATH_MAX) {
+            char dir[PATH_MAX];
+            memcpy(dir, p, n);
+            dir[n] = 0;
+            if (add_dir(r, dir)) return RLX_ERR_NOMEM;
+        }
+        p = e ? e + 1 : NULL;
+    }
+    return 0;
+}
+
+/* librlx loaded from its own build tree (libtool's wrappers do that for uninstalled
+ * programs): the plugins are that build's, not an installed folder's, which may not
+ * exist yet or hold another version. */
+int rlx__running_uninstalled(void)
+{
+#if defined(RLX_BUILD_LIBDIR) && defined(RLX_BUILD_PLUGIN_PATH)
+    Dl_info info;
+    void *self = (void *)&rlx_registry_open;
+    char lib[PATH_MAX], build[PATH_MAX];
+    if (!dladdr(self, &info) || !info.dli_fname || !realpath(info.dli_fname, lib) ||
+        !realpath(RLX_BUILD_LIBDIR, build))
+        return 0;
+    char *slash = strrchr(lib, '/');
+    if (!slash) return 0;
+    *slash = 0;
+    return strcmp(lib, build) == 0;
+#else
+    return 0;
+#endif
+}
+
+static int add_default_dirs(rlx_registry *r)
+{
+#ifdef RLX_BUILD_PLUGIN_PATH
+    if (rlx__running_uninstalled()) return add_path_list(r, RLX_BUILD_PLUGIN_PATH);
+#endif
+    return add_dir(r, RLX_PLUGIN_DIR);
+}
+
+/* ---------------------------------------------------------------- records */
+
+static plugin *new_record(rlx_registry *r, const char *path)
+{
+    if (r->n_plugins == r->cap_plugins) {
+        size_t cap = r->cap_plugins ? r->cap_plugins * 2 : 16;
+        plugin *np = realloc(r->plugins, cap * sizeof *np);
+        if (!np) return NULL;
+        r->plugins = np;
+        r->cap_plugins = cap;
+    }
+    plugin *p = &r->plugins[r->n_plugins];
+    memset(p, 0, sizeof *p);
+    if (!(p->path = strdup(path))) return NULL;
+    r->n_plugins++;
+    return p;
+}
+
+static char *file_stem(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    size_t n = strlen(b);
+    if (n > 3 && strcmp(b + n - 3, ".so") == 0) n -= 3;
+    return strndup(b, n);
+}
+
+/* Fill p's public view (after the strings are final). */
+static void publish(plugin *p)
+{
+    p->info.path = p->path;
+    p->info.name = p->name ? p->name : "";
+    p->info.version = p->version ? p->version : "";
+    p->info.reason = p->reason;
+}
+
+static void refuse(plugin *p, const char *fmt, ...) RLX_PRINTF(2, 3);
+static void refuse(plugin *p, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    for (char *c = msg; *c; c++)
+        if (*c == '\n' || *c == '\r') *c = ' ';
+    free(p->reason);
+    p->reason = strdup(msg);
+    free(p->name);
+    p->name = file_stem(p->path);
+    free(p->version);
+    p->version = NULL;
+    p->info.loaded = 0;
+    p->info.desc = NULL;
+    rlx__host_log(RLX_LOG_WARN, "registry", "refused: %s (%s)", msg, p->path);
+}
+
+/* ---------------------------------------------------------------- validation */
+
+static int bad_name(const char *s) { return !s || !*s || strlen(s) > 255; }
+
+/* Who already provides a name of this kind; NULL if nobody. */
+static const plugin *owner_of(const rlx_registry *r, int kind, const char *name)
+{
+    for (size_t i = 0; i < r->n_plugins; i++) {
+        const plugin *p = &r->plugins[i];
+        if (!p->info.loaded) continue;
+        const rlx_plugin_desc *d = p->info.desc;
+        if (kind == 0 && strcmp(d->name, name) == 0) return p;
+        if (kind == 1)
+            for (uint32_t k = 0; k < d->n_blocks; k++)
+                if (strcmp(d->blocks[k]->name, name) == 0) return p;
+        if (kind == 2)
+            for (uint32_t k = 0; k < d->n_backends; k++)
+                if (strcmp(d->backends[k]->name, name) == 0) return p;
+        if (kind == 3)
+            for (uint32_t k = 0; k < d->n_archs; k++)
+                if (strcmp(d->archs[k]->name, name) == 0) return p;
+    }
+    return NULL;
+}
+
+static const char *const kind_names[] = {"plugin", "block", "backend", "arch"};
+
+/* Checks one descriptor; on failure refuses p and returns nonzero. */
+static int validate(rlx_registry *r, plugin *p, const rlx_plugin_desc *d)
+{
+    const uint32_t need_ver = (uint32_t)RLX_STRUCT_SIZE(rlx_plugin_desc, abi_minor);
+    const uint32_t need = (uint32_t)RLX_STRUCT_SIZE(rlx_plugin_desc, n_archs);
+    if (d->struct_size < need_ver) {
+        refuse(p, "struct too small: rlx_plugin_desc is %u bytes, ABI %d.%d needs %u",
+               d->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need);
+        return 1;
+    }
+    p->info.abi_major = d->abi_major;
+    p->info.abi_minor = d->abi_minor;
+    /* the major is checked before any other field: a new major may move them */
+    if (d->abi_major != RLX_ABI_MAJOR) {
+        refuse(p, "ABI major mismatch: plugin %u.%u, host %d.%d", d->abi_major, d->abi_minor,
+               RLX_ABI_MAJOR, RLX_ABI_MINOR);
+        return 1;
+    }
+    if (d->abi_minor > RLX_ABI_MINOR) {
+        refuse(p, "ABI minor too new: plugin %u.%u needs a host of that ABI, host is %d.%d",
+               d->abi_major, d->abi_minor, RLX_ABI_MAJOR, RLX_ABI_MINOR);
+        return 1;
+    }
+    if (d->struct_size < need) {
+        refuse(p, "struct too small: rlx_plugin_desc is %u bytes, ABI %d.%d needs %u",
+               d->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need);
+        return 1;
+    }
+    if (bad_name(d->name)) {
+        refuse(p, "descriptor has no name (or one over 255 bytes)");
+        return 1;
+    }
+    if (d->n_blocks > MAX_ITEMS || d->n_backends > MAX_ITEMS || d->n_archs > MAX_ITEMS ||
+        (d->n_blocks && !d->blocks) || (d->n_backends && !d->backends) ||
+        (d->n_archs && !d->archs)) {
+        refuse(p, "descriptor '%s' has a NULL or oversized blocks/backends/archs array", d->name);
+        return 1;
+    }
+    const uint32_t need_block = (uint32_t)RLX_STRUCT_SIZE(rlx_block, emit);
+    for (uint32_t i = 0; i < d->n_blocks; i++) {
+        const rlx_block *b = d->blocks[i];
+        if (!b) { refuse(p, "block #%u is NULL", i); return 1; }
+        if (b->struct_size < need_block) {
+            refuse(p, "struct too small: rlx_block #%u is %u bytes, ABI %d.%d needs %u", i,
+                   b->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need_block);
+            return 1;
+        }
+        if (bad_name(b->name)) { refuse(p, "block #%u has no name", i); return 1; }
+        if (!b->emit) { refuse(p, "block '%s' has no emit function", b->name); return 1; }
+    }
+    const uint32_t need_be = (uint32_t)RLX_STRUCT_SIZE(rlx_backend, teardown);
+    for (uint32_t i = 0; i < d->n_backends; i++) {
+        const rlx_backend *b = d->backends[i];
+        if (!b) { refuse(p, "backend #%u is NULL", i); return 1; }
+        if (b->struct_size < need_be) {
+            refuse(p, "struct too small: rlx_backend #%u is %u bytes, ABI %d.%d needs %u", i,
+                   b->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need_be);
+            return 1;
+        }
+        if (bad_name(b->name)) { refuse(p, "backend #%u has no name", i); return 1; }
+        if (strcmp(b->name, "auto") == 0) {
+            refuse(p, "backend name 'auto' is reserved");
+            return 1;
+        }
+        /* supports_op is the only optional entry */
+        const char *missing = !b->probe     ? "probe"
+                              : !b->init     ? "init"
+                              : !b->alloc    ? "alloc"
+                              : !b->free     ? "free"
+                              : !b->upload   ? "upload"
+                              : !b->download ? "download"
+                              : !b->compile  ? "compile"
+                              : !b->execute  ? "execute"
+                              : !b->sync     ? "sync"
+                              : !b->release  ? "release"
+                              : !b->teardown ? "teardown"
+                                             : NULL;
+        if (missing) {
+            refuse(p, "backend '%s' has no %s function", b->name, missing);
+            return 1;
+        }
+    }
+    const uint32_t need_arch = (uint32_t)RLX_STRUCT_SIZE(rlx_arch, build_flow);
+    for (uint32_t i = 0; i < d->n_archs; i++) {
+        const rlx_arch *a = d->archs[i];
+        if (!a) { refuse(p, "arch #%u is NULL", i); return 1; }
+        if (a->struct_size < need_arch) {
+            refuse(p, "struct too small: rlx_arch #%u is %u bytes, ABI %d.%d needs %u", i,
+                   a->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need_arch);
+            return 1;
+        }
+        if (bad_name(a->name)) { refuse(p, "arch #%u has no name", i); return 1; }
+        if (!a->model_types || !a->build_flow) {
+            refuse(p, "arch '%s' has no model_types or no build_flow", a->name);
+            return 1;
+        }
+    }
+
+    /* names: unique among loaded plugins and within this one */
+    const plugin *o = owner_of(r, 0, d->name);
+    if (o) {
+        refuse(p, "duplicate plugin name '%s' (already loaded from %s)", d->name, o->path);
+        return 1;
+    }
+    for (int kind = 1; kind <= 3; kind++) {
+        uint32_t n = kind == 1 ? d->n_blocks : kind == 2 ? d->n_backends : d->n_archs;
+        for (uint32_t i = 0; i < n; i++) {
+            const char *name = kind == 1   ? d->blocks[i]->name
+                               : kind == 2 ? d->backends[i]->name
+                                           : d->archs[i]->name;
+            if ((o = owner_of(r, kind, name))) {
+                refuse(p, "duplicate %s name '%s' (already provided by %s)", kind_names[kind],
+                       name, o->path);
+                return 1;
+            }
+            for (uint32_t j = 0; j < i; j++) {
+                const char *prev = kind == 1   ? d->blocks[j]->name
+                                   : kind == 2 ? d->backends[j]->name
+                                               : d->archs[j]->name;
+                if (strcmp(prev, name) == 0) {
+                    refuse(p, "duplicate %s name '%s' (twice in this plugin)", kind_names[kind],
+                           name);
+                    return 1;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- loading */
+
+/* World-writable file, or world-writable folder without the sticky bit: anyone could
+ * swap the code we are about to run. */
+static const char *unsafe_reason(const char *path, char *buf, size_t len)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && (st.st_mode & S_IWOTH)) {
+        snprintf(buf, len, "unsafe location: the file is world-writable");
+        return buf;
+    }
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir) slash[1] = 0;
+    else if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    if (stat(dir, &st) == 0 && (st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
+        snprintf(buf, len, "unsafe location: folder %s is world-writable without the sticky bit",
+                 dir);
+        return buf;
+    }
+    return NULL;
+}
+
+static int is_elf(const char *path)
+{
+    unsigned char m[4] = {0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, m, sizeof m);
+    close(fd);
+    return n == 4 && m[0] == 0x7f && m[1] == 'E' && m[2] == 'L' && m[3] == 'F';
+}
+
+static int seen_before(rlx_registry *r, const char *real)
+{
+    for (size_t i = 0; i < r->n_seen; i++)
+        if (strcmp(r->seen[i], real) == 0) return 1;
+    char **ns = realloc(r->seen, (r->n_seen + 1) * sizeof *ns);
+    if (!ns) return 0;
+    r->seen = ns;
+    if ((r->seen[r->n_seen] = strdup(real))) r->n_seen++;
+    return 0;
+}
+
+static int load_one(rlx_registry *r, const char *path)
+{
+    char real[PATH_MAX];
+    if (realpath(path, real) && seen_before(r, real)) return 0; /* same file via another dir */
+    plugin *p = new_record(r, path);
+    if (!p) return RLX_ERR_NOMEM;
+    char why[PATH_MAX + 128];
+    struct stat st;
+    int elf;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+        refuse(p, "not a regular file");
+    } else if (unsafe_reason(path, why, sizeof why)) {
+        refuse(p, "%s", why);
+    } else if ((elf = is_elf(path)) != 1) {
+        if (elf < 0) refuse(p, "cannot open: %s", strerror(errno));
+        else refuse(p, "not an ELF file");
+    } else {
+        dlerror();
+        p->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!p->handle) {
+            const char *e = dlerror();
+            refuse(p, "dlopen failed: %s", e ? e : "unknown error");
+        } else {
+            rlx_plugin_init_fn init;
+            void *sym = dlsym(p->handle, RLX_PLUGIN_ENTRY_NAME);
+            memcpy(&init, &sym, sizeof init); /* object pointer to function pointer */
+            const rlx_plugin_desc *d = NULL;
+            if (!init)
+                refuse(p, "no entry symbol %s", RLX_PLUGIN_ENTRY_NAME);
+            else if (!(d = init(rlx_host_api_get())))
+                refuse(p, "%s returned NULL", RLX_PLUGIN_ENTRY_NAME);
+            else if (validate(r, p, d) == 0) {
+                p->name = strdup(d->name);
+                p->version = strdup(d->version ? d->version : "");
+                if (!p->name || !p->version) return RLX_ERR_NOMEM;
+                p->info.loaded = 1;
+                p->info.desc = d;
+                p->info.abi_major = d->abi_major;
+                p->info.abi_minor = d->abi_minor;
+                rlx__host_log(RLX_LOG_DEBUG, "registry", "loaded %s %s (%s)", d->name,
+                              p->version, path);
+            }
+            /* a refused plugin whose init never ran holds nothing: unload it now */
+            if (!p->info.loaded && !init) {
+                dlclose(p->handle);
+                p->handle = NULL;
+            }
+        }
+    }
+    if (!p->name && !(p->name = file_stem(path))) return RLX_ERR_NOMEM;
+    publish(p);
+    return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Candidates of one folder, in name order so that "first wins" is reproducible. */
+static int scan_dir(rlx_registry *r, const char *dir)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0) return 0; /* a missing folder is just empty */
+    if (S_ISREG(st.st_mode)) return load_one(r, dir); /* a path entry may name one file */
+    DIR *dh = opendir(dir);
+    if (!dh) return 0;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(dh))) {
+        size_t len = strlen(e->d_name);
+        if (len < 4 || strcmp(e->d_name + len - 3, ".so") != 0) continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **nn = realloc(names, cap * sizeof *nn);
+            if (!nn) { rc = RLX_ERR_NOMEM; break; }
+            names = nn;
+        }
+        if (!(names[n] = strdup(e->d_name))) { rc = RLX_ERR_NOMEM; break; }
+        n++;
+    }
+    closedir(dh);
+    if (n) qsort(names, n, sizeof *names, by_name);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        char path[PATH_MAX];
+        if (snprintf(path, sizeof path, "%s/%s", dir, names[i]) < (int)sizeof path)
+            rc = load_one(r, path);
+    }
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return rc;
+}
+
+static int index_backends(rlx_registry *r)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < r->n_plugins; i++)
+        if (r->plugins[i].info.loaded) total += r->plugins[i].info.desc->n_backends;
+    if (!total) return 0;
+    if (!(r->backends = calloc(total, sizeof *r->backends))) return RLX_ERR_NOMEM;
+    for (size_t i = 0; i < r->n_plugins; i++) {
+        if (!r->plugins[i].info.loaded) continue;
+        const rlx_plugin_desc *d = r->plugins[i].info.desc;
+        for (uint32_t k = 0; k < d->n_backends; k++) r->backends[r->n_backends++].be = d->backends[k];
+    }
+    return 0;
+}
+
+RLX_API int rlx_registry_open(const char *search_path, rlx_registry **out, rlx_diag *d)
+{
+    if (!out) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_registry_open: out is NULL");
+    *out = NULL;
+    rlx_registry *r = calloc(1, sizeof *r);
+    if (!r) return rlx_diag_set(d, RLX_ERR_NOMEM, "plugin registry: out of memory");
+    pthread_mutex_init(&r->probe_lock, NULL);
+    int rc;
+    if (search_path)
+        rc = add_path_list(r, search_path);
+    else
+        rc = add_path_list(r, getenv("RLX_PLUGIN_PATH")) || add_default_dirs(r);
+    for (size_t i = 0; rc == 0 && i < r->n_dirs; i++) rc = scan_dir(r, r->dirs[i]);
+    if (rc == 0) rc = index_backends(r);
+    if (rc) {
+        rlx_registry_close(r);
+        return rlx_diag_set(d, RLX_ERR_NOMEM, "plugin registry: out of memory");
+    }
+    *out = r;
+    return RLX_OK;
+}
+
+RLX_API void rlx_registry_close(rlx_registry *r)
+{
+    if (!r) return;
+    for (size_t i = 0; i < r->n_plugins; i++) {
+        plugin *p = &r->plugins[i];
+        /* p->handle stays open: see the top of this file */
+        free(p->path);
+        free(p->name);
+        free(p->version);
+        free(p->reason);
+    }
+    for (size_t i = 0; i < r->n_dirs; i++) free(r->dirs[i]);
+    for (size_t i = 0; i < r->n_seen; i++) free(r->seen[i]);
+    free(r->plugins);
+    free(r->dirs);
+    free(r->seen);
+    free(r->backends);
+    pthread_mutex_destroy(&r->probe_lock);
+    free(r);
+}
+
+/* ---------------------------------------------------------------- queries */
+
+RLX_API size_t rlx_registry_count(const rlx_registry *r) { return r ? r->n_plugins : 0; }
+
+RLX_API const rlx_plugin_info *rlx_registry_plugin(const rlx_registry *r, size_t i)
+{
+    return r && i < r->n_plugins ? &r->plugins[i].info : NULL;
+}
+
+RLX_API size_t rlx_registry_search_dirs(const rlx_registry *r, const char *const **dirs)
+{
+    if (dirs) *dirs = r ? (const char *const *)r->dirs : NULL;
+    return r ? r->n_dirs : 0;
+}
+
+RLX_API const rlx_block *rlx_registry_block(const rlx_registry *r, const char *name)
+{
+    if (!r || !name) return NULL;
+    const plugin *p = owner_of(r, 1, name);
+    if (!p) return NULL;
+    const rlx_plugin_desc *d = p->info.desc;
+    for (uint32_t k = 0; k < d->n_blocks; k++)
+        if (strcmp(d->blocks[k]->name, name) == 0) return d->blocks[k];
+    return NULL;
+}
+
+RLX_API const rlx_arch *rlx_registry_arch(const rlx_registry *r, const char *name)
+{
+    if (!r || !name) return NULL;
+    const plugin *p = owner_of(r, 3, name);
+    if (!p) return NULL;
+    const rlx_plugin_desc *d = p->info.desc;
+    for (uint32_t k = 0; k < d->n_archs; k++)
+        if (strcmp(d->archs[k]->name, name) == 0) return d->archs[k];
+    return NULL;
+}
+
+RLX_API const rlx_arch *rlx_registry_arch_for(const rlx_registry *r, const char *model_type)
+{
+    if (!r || !model_type) return NULL;
+    for (size_t i = 0; i < r->n_plugins; i++) {
+        if (!r->plugins[i].info.loaded) continue;
+        const rlx_plugin_desc *d = r->plugins[i].info.desc;
+        for (uint32_t k = 0; k < d->n_archs; k++)
+            for (const char *const *t = d->archs[k]->model_types; *t; t++)
+                if (strcmp(*t, model_type) == 0) return d->archs[k];
+    }
+    return NULL;
+}
+
+static backend_slot *slot_of(const rlx_registry *r, const rlx_backend *be)
+{
+    for (size_t i = 0; i < r->n_backends; i++)
+        if (r->backends[i].be == be) return &r->backends[i];
+    return NULL;
+}
+
+RLX_API const rlx_backend_probe *rlx_registry_probe(const rlx_registry *r, const rlx_backend *be)
+{
+    if (!r || !be) return NULL;
+    backend_slot *s = slot_of(r, be);
+    if (!s) return NULL;
+    pthread_mutex_t *lock = (pthread_mutex_t *)&r->probe_lock;
+    pthread_mutex_lock(lock);
+    if (!s->probed) {
+        memset(&s->probe, 0, sizeof s->probe);
+        s->probe.struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_backend_probe, details);
+        if (be->probe(&s->probe) != 0 && s->probe.available) s->probe.available = 0;
+        /* whatever the plugin wrote, the strings end inside their arrays */
+        s->probe.reason[sizeof s->probe.reason - 1] = 0;
+        s->probe.details[sizeof s->probe.details - 1] = 0;
+        if (s->probe.n_devices > RLX_MAX_DEVICES) s->probe.n_devices = RLX_MAX_DEVICES;
+        for (uint32_t i = 0; i < RLX_MAX_DEVICES; i++)
+            s->probe.devices[i][sizeof s->probe.devices[i] - 1] = 0;
+        if (!s->probe.available && !s->probe.reason[0])
+            snprintf(s->probe.reason, sizeof s->probe.reason, "the probe gave no reason");
+        s->probed = 1;
+    }
+    pthread_mutex_unlock(lock);
+    return &s->probe;
+}
+
+RLX_API const rlx_backend *rlx_registry_backend(const rlx_registry *r, const char *name,
+                                                rlx_diag *d)
+{
+    if (!r) {
+        rlx_diag_set(d, RLX_ERR_INVALID, "rlx_registry_backend: no registry");
+        return NULL;
+    }
+    if (name && *name && strcmp(name, "auto") != 0) {
+        for (size_t i = 0; i < r->n_backends; i++) {
+            const rlx_backend *be = r->backends[i].be;
+            if (strcmp(be->name, name) != 0) continue;
+            const rlx_backend_probe *pr = rlx_registry_probe(r, be);
+            if (pr->available) return be;
+            rlx_diag_set(d, RLX_ERR_DEVICE, "backend '%s' is not available: %s", name, pr->reason);
+            return NULL;
+        }
+        char names[512] = "";
+        size_t o = 0;
+        for (size_t i = 0; i < r->n_backends && o < sizeof names; i++) {
+            int w = snprintf(names + o, sizeof names - o, "%s%s", o ? ", " : "",
+                             r->backends[i].be->name);
+            if (w < 0) break;
+            o += (size_t)w;
+        }
+        rlx_diag_set(d, RLX_ERR_NOT_FOUND,
+                     "no backend named '%s' (loaded: %s; see rlx-plugins list)", name,
+                     r->n_backends ? names : "none");
+        return NULL;
+    }
+    /* auto: the highest priority among available backends; load order breaks ties */
+    const rlx_backend *best = NULL;
+    for (size_t i = 0; i < r->n_backends; i++) {
+        const rlx_backend *be = r->backends[i].be;
+        if (best && be->priority <= best->priority) continue;
+        if (rlx_registry_probe(r, be)->available) best = be;
+    }
+    if (!best)
+        rlx_diag_set(d, RLX_ERR_NOT_FOUND, "no available backend among %zu loaded (see rlx-plugins list)",
+                     r->n_backends);
+    return best;
+}

@@ -1,0 +1,169 @@
+/* Running a compiled program: bind the arena, session states and inputs, execute,
+ * read outputs back. Everything fixed per program was bound at compile. */
+#include "runtime/exec.h"
+#include <stdlib.h>
+#include <string.h>
+
+static size_t value_bytes(const rlx_value_desc *vd)
+{
+    return (size_t)rlx_shape_numel(&vd->shape) * rlx_dtype_size(vd->dtype);
+}
+
+static int put(rlx_model *m, void *dst, const void *src, size_t bytes, rlx_diag *d)
+{
+    if (m->be->upload) return m->be->upload(m->be_ctx, dst, src, bytes, d);
+    memcpy(dst, src, bytes);
+    return 0;
+}
+
+static int ensure_arena(rlx_model *m, size_t bytes, rlx_diag *d)
+{
+    if (m->arena && m->arena_cap >= bytes) return 0;
+    if (m->arena) m->be->free(m->be_ctx, m->arena);
+    m->arena = m->be->alloc(m->be_ctx, bytes ? bytes : RG_ARENA_ALIGN, d);
+    m->arena_cap = m->arena ? bytes : 0;
+    m->arena_gen++;
+    if (!m->arena)
+        return d && d->code ? d->code : rlx_diag_set(d, RLX_ERR_NOMEM, "backend %s: arena of %zu bytes: allocation failed", m->be->name, bytes);
+    return 0;
+}
+
+static int state_ptr(rlx_model *m, rg_states *st, const rlx_value_desc *vd, void **out, rlx_diag *d)
+{
+    char a[96], b[96];
+    for (uint32_t i = 0; i < st->n; i++) {
+        rg_state *s = &st->s[i];
+        if (strcmp(s->name, vd->name)) continue;
+        if (!rg_shape_eq(&s->shape, &vd->shape) || s->dtype != vd->dtype)
+            return rlx_diag_set(d, RLX_ERR_INVALID, "state %s: %s in this program but %s in the session",
+                                vd->name, rlx_shape_str(&vd->shape, a, sizeof a),
+                                rlx_shape_str(&s->shape, b, sizeof b));
+        *out = s->ptr;
+        return 0;
+    }
+    rg_state *ns = realloc(st->s, (st->n + 1) * sizeof *ns);
+    if (!ns) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    st->s = ns;
+    rg_state *s = &st->s[st->n];
+    memset(s, 0, sizeof *s);
+    s->bytes = value_bytes(vd);
+    s->dtype = vd->dtype;
+    s->shape = vd->shape;
+    if (!(s->name = strdup(vd->name))) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    s->ptr = m->be->alloc(m->be_ctx, s->bytes ? s->bytes : 4, d);
+    void *zeros = calloc(1, s->bytes ? s->bytes : 4);
+    int rc = !s->ptr || !zeros ? RLX_ERR_NOMEM : put(m, s->ptr, zeros, s->bytes, d);
+    free(zeros);
+    if (rc) {
+        if (s->ptr) m->be->free(m->be_ctx, s->ptr);
+        free(s->name);
+        return d && d->code ? d->code : rlx_diag_set(d, rc, "state %s: allocation of %zu bytes failed", vd->name, s->bytes);
+    }
+    st->n++;
+    *out = s->ptr;
+    return 0;
+}
+
+void rg_states_free(rlx_model *m, rg_states *st)
+{
+    for (uint32_t i = 0; i < st->n; i++) {
+        m->be->free(m->be_ctx, st->s[i].ptr);
+        free(st->s[i].name);
+    }
+    free(st->s);
+    st->s = NULL;
+    st->n = 0;
+}
+
+const rlx_value_desc *rg_exec_find_io(const rg_exec *e, const char *name, int output)
+{
+    int kind = output ? RLX_VALUE_OUTPUT : RLX_VALUE_INPUT;
+    for (uint32_t i = 0; i < e->plan.n_values; i++) {
+        const rlx_value_desc *vd = &e->plan.values[i];
+        if (vd->kind == kind && vd->name && !strcmp(vd->name, name)) return vd;
+    }
+    return NULL;
+}
+
+int rg_exec_run(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32_t n_in, rlx_diag *d)
+{
+    const rg_plan *p = &e->plan;
+    int rc = ensure_arena(m, p->arena_bytes, d);
+    if (rc) return rc;
+    if (e->arena_gen != m->arena_gen) {
+        for (uint32_t i = 0; i < p->n_values; i++)
+            if (p->values[i].kind == RLX_VALUE_TEMP) e->ptrs[i] = (char *)m->arena + p->values[i].arena_offset;
+        e->arena_gen = m->arena_gen;
+    }
+    for (uint32_t i = 0; i < p->n_values; i++) {
+        const rlx_value_desc *vd = &p->values[i];
+        if (vd->kind == RLX_VALUE_STATE && (rc = state_ptr(m, st, vd, &e->ptrs[i], d))) return rc;
+        if (vd->kind != RLX_VALUE_INPUT) continue;
+        uint32_t k = 0;
+        while (k < n_in && strcmp(in[k].name, vd->name)) k++;
+        if (k == n_in) return rlx_diag_set(d, RLX_ERR_INVALID, "input %s: not given", vd->name);
+        if ((rc = put(m, e->ptrs[i], in[k].data, value_bytes(vd), d))) return rc;
+    }
+    for (uint32_t i = 0; i < p->n_values; i++)
+        if (p->values[i].kind == RLX_VALUE_ALIAS)
+            e->ptrs[i] = (char *)e->ptrs[p->values[i].alias_of] + p->values[i].alias_offset;
+    rc = m->be->execute(m->be_ctx, e->exe, (void *const *)e->ptrs, d);
+    if (!rc && m->be->sync) rc = m->be->sync(m->be_ctx, d);
+    if (rc && d && !d->code) rlx_diag_set(d, rc, "backend %s: execute failed", m->be->name);
+    return rc;
+}
+
+int rg_exec_output(rlx_model *m, rg_exec *e, const char *name, void *dst, rlx_diag *d)
+{
+    const rlx_value_desc *vd = rg_exec_find_io(e, name, 1);
+    if (!vd) return rlx_diag_set(d, RLX_ERR_NOT_FOUND, "output %s: the flow does not emit it", name);
+    void *src = e->ptrs[vd - e->plan.values];
+    if (m->be->download) return m->be->download(m->be_ctx, dst, src, value_bytes(vd), d);
+    memcpy(dst, src, value_bytes(vd));
+    return 0;
+}
+
+void rg_exec_dump(const rg_exec *e, FILE *out)
+{
+    static const char *phases[] = {"prefill", "decode", "encode"};
+    const rg_plan *p = &e->plan;
+    fprintf(out, "graph %s T=%lld ctx=%lld: %u nodes (built %u, dce removed %u, folded %u, decomposed %u)\n",
+            phases[e->phase], (long long)e->T, (long long)e->ctx, p->n_nodes, e->stats.built_nodes,
+            e->stats.dce_removed, e->stats.folded, e->stats.decomposed);
+    fprintf(out, "fusion formed:");
+    int any = 0;
+    for (int k = 0; k < 4; k++)
+        if (e->stats.fused[k]) fprintf(out, " %s x%u", rg_fused_names[k], e->stats.fused[k]), any = 1;
+    fprintf(out, "%s\n", any ? "" : " none");
+    /* op counts, in first-seen order */
+    const char *ops[64];
+    uint32_t cnt[64], n_ops = 0, regions = 0;
+    for (uint32_t i = 0; i < p->n_nodes; i++) {
+        uint32_t k = 0;
+        while (k < n_ops && strcmp(ops[k], p->nodes[i].op)) k++;
+        if (k == n_ops && n_ops < 64) ops[n_ops] = p->nodes[i].op, cnt[n_ops++] = 0;
+        if (k < 64) cnt[k]++;
+        for (int f = 0; f < 4; f++)
+            if (!strcmp(p->nodes[i].op, rg_fused_names[f])) regions++;
+    }
+    fprintf(out, "ops:");
+    for (uint32_t k = 0; k < n_ops; k++) fprintf(out, " %s x%u", ops[k], cnt[k]);
+    fprintf(out, "\nfused regions: %u\n", regions);
+    uint32_t kinds[7] = {0};
+    for (uint32_t i = 0; i < p->n_values; i++) kinds[p->values[i].kind]++;
+    fprintf(out, "values: %u temps, %u inputs, %u outputs, %u weights, %u consts, %u states, %u aliases\n",
+            kinds[RLX_VALUE_TEMP], kinds[RLX_VALUE_INPUT], kinds[RLX_VALUE_OUTPUT],
+            kinds[RLX_VALUE_WEIGHT], kinds[RLX_VALUE_CONST], kinds[RLX_VALUE_STATE], kinds[RLX_VALUE_ALIAS]);
+    fprintf(out, "arena: %zu bytes vs %zu bytes of intermediates (%u temps, %.1f%%)\n", p->arena_bytes,
+            p->temp_bytes, p->n_temps, p->temp_bytes ? 100.0 * (double)p->arena_bytes / (double)p->temp_bytes : 0.0);
+    for (uint32_t i = 0; i < p->n_nodes; i++) {
+        const rlx_node_desc *n = &p->nodes[i];
+        char sb[96];
+        fprintf(out, "  %3u %-18s", i, n->op);
+        for (uint32_t j = 0; j < n->n_inputs; j++) fprintf(out, "%s%%%d", j ? "," : " ", n->inputs[j]);
+        fprintf(out, " ->");
+        for (uint32_t j = 0; j < n->n_outputs; j++)
+            fprintf(out, " %%%d %s", n->outputs[j], rlx_shape_str(&p->values[n->outputs[j]].shape, sb, sizeof sb));
+        fprintf(out, "\n");
+    }
+}

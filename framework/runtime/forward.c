@@ -1,0 +1,193 @@
+/* rlx_model_forward: one pass of the model's flow (prefill; encode for an encoder) on
+ * named input tensors, without a session (the KV cache is sized to the input), writing
+ * every flow output. The pipeline has no batch dim: a leading batch dim B is run one row
+ * at a time, each row its own pass with its own inputs (its attention_mask row, say), and
+ * every output is stacked back to [B, ...]. */
+#include "runtime/exec.h"
+#include "build/flow.h"
+#include <stdlib.h>
+#include <string.h>
+
+static void list_inputs(const rlx_flow *f, char *buf, size_t len)
+{
+    size_t o = 0;
+    buf[0] = 0;
+    for (uint32_t i = 0; i < f->n_inputs && o < len; i++) {
+        int w = snprintf(buf + o, len - o, "%s%s", i ? ", " : "", f->inputs[i].name);
+        if (w < 0) break;
+        o += (size_t)w;
+    }
+}
+
+/* Inputs the host fills when not given: positions 0..T-1, pos 0, and the encoder inputs
+ * with Hugging Face's defaults (token_type_ids 0, attention_mask 1). 0: not fillable. */
+static int has_default(const rg_flow_input *fi)
+{
+    static const char *const names[] = {"positions", "pos", "token_type_ids", "attention_mask"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(fi->name, names[i])) return fi->dtype == RLX_I32;
+    return 0;
+}
+
+static void fill_default(const rg_flow_input *fi, int32_t *buf, size_t n)
+{
+    int iota = !strcmp(fi->name, "positions"), ones = !strcmp(fi->name, "attention_mask");
+    for (size_t j = 0; j < n; j++) buf[j] = iota ? (int32_t)j : ones ? 1 : 0;
+}
+
+/* the batch rows of given tensor t for flow input fi: 0 when t has no batch dim */
+static int batch_of(const rlx_tensor_info *t, const rg_flow_input *fi, int64_t *rows, rlx_shape *row)
+{
+    *row = t->shape;
+    *rows = 0;
+    if (t->shape.ndim != fi->ndim + 1) return 0;
+    *rows = t->shape.dims[0];
+    row->ndim--;
+    memmove(&row->dims[0], &row->dims[1], row->ndim * sizeof row->dims[0]);
+    return 1;
+}
+
+typedef struct fwd_out {
+    const char *name;
+    int dtype;
+    rlx_shape shape;
+    size_t bytes; /* one row */
+    char *host;   /* rows × bytes */
+} fwd_out;
+
+/* every output of e, with room for B rows */
+static int outputs_of(const rg_exec *e, int64_t B, fwd_out **out, uint32_t *n, rlx_diag *d)
+{
+    *n = 0;
+    *out = calloc(e->plan.n_values + 1, sizeof **out);
+    if (!*out) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < e->plan.n_values; i++) {
+        const rlx_value_desc *vd = &e->plan.values[i];
+        if (vd->kind != RLX_VALUE_OUTPUT) continue;
+        fwd_out *o = &(*out)[(*n)++];
+        o->name = vd->name;
+        o->dtype = vd->dtype;
+        o->shape = vd->shape;
+        o->bytes = (size_t)rlx_shape_numel(&vd->shape) * rlx_dtype_size(vd->dtype);
+        if (!(o->host = malloc(o->bytes * (size_t)B + 1))) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    }
+    return 0;
+}
+
+RLX_API int rlx_model_forward(rlx_model *m, const rlx_weights *inputs, rlx_st_writer *outputs, rlx_diag *d)
+{
+    if (!m || !inputs || !outputs) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_model_forward: NULL argument");
+    const rlx_flow *f = m->flow[0];
+    char names[512], a[96];
+    list_inputs(f, names, sizeof names);
+    size_t n_given = rlx_weights_count(inputs);
+    for (size_t i = 0; i < n_given; i++) {
+        const rlx_tensor_info *t = rlx_weights_at(inputs, i);
+        uint32_t k = 0;
+        while (k < f->n_inputs && strcmp(f->inputs[k].name, t->name)) k++;
+        if (k == f->n_inputs)
+            return rlx_diag_set(d, RLX_ERR_INVALID, "input tensor \"%s\": not an input of this model (inputs: %s)",
+                                t->name, names);
+    }
+    /* T from the first given input with a sequence dim. Inputs with a batch dim agree on
+     * its rows; an input without one is shared by every row. */
+    int64_t T = -1, S = -1, B = 1; /* S: a second length (dim -2), FLUX's text tokens */
+    int batched = 0;
+    const char *first = NULL;
+    for (uint32_t k = 0; k < f->n_inputs; k++) {
+        const rg_flow_input *fi = &f->inputs[k];
+        const rlx_tensor_info *t = rlx_weights_find(inputs, fi->name);
+        if (!t) continue;
+        int64_t rows;
+        rlx_shape s;
+        if (batch_of(t, fi, &rows, &s)) {
+            if (rows < 1) return rlx_diag_set(d, RLX_ERR_INVALID, "input tensor \"%s\": an empty batch", fi->name);
+            if (batched && rows != B)
+                return rlx_diag_set(d, RLX_ERR_INVALID, "input tensor \"%s\": %lld batch rows, \"%s\" has %lld",
+                                    fi->name, (long long)rows, first, (long long)B);
+            batched = 1;
+            B = rows;
+            first = fi->name;
+        }
+        for (uint32_t j = 0; T < 0 && j < fi->ndim && j < s.ndim; j++)
+            if (fi->dims[j] == -1) T = s.dims[j];
+        for (uint32_t j = 0; S < 0 && j < fi->ndim && j < s.ndim; j++)
+            if (fi->dims[j] == -2) S = s.dims[j];
+    }
+    if (S < 0) S = T;
+    if (T < 1) {
+        for (uint32_t k = 0; k < f->n_inputs; k++)
+            if (!rlx_weights_find(inputs, f->inputs[k].name) && !has_default(&f->inputs[k]))
+                return rlx_diag_set(d, RLX_ERR_INVALID, "missing input tensor \"%s\"", f->inputs[k].name);
+        return rlx_diag_set(d, RLX_ERR_INVALID, "input tensors: no sequence length (inputs: %s)", names);
+    }
+    if (S < 1) return rlx_diag_set(d, RLX_ERR_INVALID, "input tensors: an empty second sequence (inputs: %s)", names);
+    /* per input: one row of host data (given tensors are read whole, rows × numel) */
+    rg_io *io = calloc(f->n_inputs + 1, sizeof *io);
+    char **bufs = calloc(f->n_inputs + 1, sizeof *bufs);
+    size_t *row_bytes = calloc(f->n_inputs + 1, sizeof *row_bytes);
+    int rc = !io || !bufs || !row_bytes ? rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory") : 0;
+    for (uint32_t k = 0; k < f->n_inputs && !rc; k++) {
+        const rg_flow_input *fi = &f->inputs[k];
+        rlx_shape want = rg_shape(fi->ndim, fi->dims);
+        for (uint32_t j = 0; j < want.ndim; j++)
+            if (want.dims[j] == -1) want.dims[j] = T;
+            else if (want.dims[j] == -2) want.dims[j] = S;
+        size_t numel = (size_t)rlx_shape_numel(&want);
+        const rlx_tensor_info *t = rlx_weights_find(inputs, fi->name);
+        int64_t nrows = 0;
+        rlx_shape s;
+        int b = t ? batch_of(t, fi, &nrows, &s) : 0;
+        size_t rows = b ? (size_t)nrows : 1; /* row_bytes 0: one row shared by all */
+        io[k].name = fi->name;
+        bufs[k] = calloc(numel * rows + 1, rlx_dtype_size(fi->dtype));
+        if (!bufs[k]) {
+            rc = rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+            break;
+        }
+        if (!t) {
+            if (has_default(fi)) fill_default(fi, (int32_t *)bufs[k], numel);
+            else rc = rlx_diag_set(d, RLX_ERR_INVALID, "missing input tensor \"%s\"", fi->name);
+            continue;
+        }
+        if (b) row_bytes[k] = numel * rlx_dtype_size(fi->dtype);
+        int int_ok = fi->dtype != RLX_I32 || t->dtype == RLX_I32 || t->dtype == RLX_I64;
+        if (!rg_shape_eq(&s, &want) || !int_ok) {
+            char w[96];
+            rc = rlx_diag_set(d, RLX_ERR_INVALID, "input tensor \"%s\": expected %s %s%s, found %s %s", fi->name,
+                              rlx_dtype_name(fi->dtype), b ? "[B] + " : "", rlx_shape_str(&want, w, sizeof w),
+                              rlx_dtype_name(t->dtype), rlx_shape_str(&t->shape, a, sizeof a));
+            break;
+        }
+        rc = rlx_weights_read(t, fi->dtype, bufs[k], numel * rows, d);
+    }
+    rg_exec *e = NULL;
+    fwd_out *outs = NULL;
+    uint32_t n_outs = 0;
+    if (!rc) rc = rg_model_exec(m, m->encoder ? RLX_PHASE_ENCODE : RLX_PHASE_PREFILL, T, S, &e, d);
+    if (!rc) rc = outputs_of(e, B, &outs, &n_outs, d);
+    for (int64_t b = 0; b < B && !rc; b++) {
+        for (uint32_t k = 0; k < f->n_inputs; k++) io[k].data = bufs[k] + row_bytes[k] * (size_t)b;
+        rg_states st = {0}; /* each row starts from an empty cache */
+        rc = rg_exec_run(m, e, &st, io, f->n_inputs, d);
+        for (uint32_t i = 0; i < n_outs && !rc; i++)
+            rc = rg_exec_output(m, e, outs[i].name, outs[i].host + outs[i].bytes * (size_t)b, d);
+        rg_states_free(m, &st);
+    }
+    for (uint32_t i = 0; i < n_outs && !rc; i++) {
+        rlx_shape s = outs[i].shape;
+        if (batched && s.ndim < RLX_MAX_DIMS) {
+            memmove(&s.dims[1], &s.dims[0], s.ndim * sizeof s.dims[0]);
+            s.dims[0] = B;
+            s.ndim++;
+        }
+        rc = rlx_st_writer_add(outputs, outs[i].name, outs[i].dtype, &s, outs[i].host, d);
+    }
+    for (uint32_t i = 0; outs && i < n_outs; i++) free(outs[i].host);
+    free(outs);
+    for (uint32_t k = 0; bufs && k < f->n_inputs; k++) free(bufs[k]);
+    free(bufs);
+    free(row_bytes);
+    free(io);
+    return rc;
+}

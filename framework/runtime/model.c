@@ -1,0 +1,299 @@
+/* Models: open a Hugging Face folder (config, weights, arch recipe, profile, backend)
+ * or compile a flow built in code; dumps and one-shot forward. */
+#include "runtime/exec.h"
+#include "build/flow.h"
+#include <stdlib.h>
+#include <string.h>
+
+RLX_API void rlx_model_options_init(rlx_model_options *o)
+{
+    if (o) memset(o, 0, sizeof *o);
+}
+
+/* the conventional causal-LM inputs (docs/CONVENTIONS.md), for recipes that use them */
+static int add_default_inputs(rlx_flow *f)
+{
+    int64_t t[1] = {-1}, one[1] = {1};
+    int rc = rlx_flow_input(f, "input_ids", RLX_I32, 1, t);
+    if (!rc) rc = rlx_flow_input(f, "positions", RLX_I32, 1, t);
+    if (!rc) rc = rlx_flow_input(f, "pos", RLX_I32, 1, one);
+    return rc;
+}
+
+/* the encoder inputs (docs/CONVENTIONS.md): one sequence, no KV cache, no pos */
+static int add_encoder_inputs(rlx_flow *f)
+{
+    static const char *const names[] = {"input_ids", "token_type_ids", "positions", "attention_mask"};
+    int64_t t[1] = {-1};
+    int rc = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !rc; i++)
+        rc = rlx_flow_input(f, names[i], RLX_I32, 1, t);
+    return rc;
+}
+
+static int arch_encodes(const rlx_arch *a)
+{
+    return a && a->struct_size >= RLX_STRUCT_SIZE(rlx_arch, phases) &&
+           (a->phases & (1u << RLX_PHASE_ENCODE)) != 0;
+}
+
+static void set_policy(rlx_model *m, const rlx_model_options *opt)
+{
+    for (int k = 0; k < 2; k++) {
+        const char *p = opt && opt->policy ? opt->policy : m->profile[k].fusion.policy;
+        snprintf(m->policy[k], sizeof m->policy[k], "%s", p && *p ? p : "direct");
+    }
+}
+
+static int init_backend(rlx_model *m, const rlx_model_options *opt, rlx_diag *d)
+{
+    rlx_backend_options bo;
+    memset(&bo, 0, sizeof bo);
+    bo.struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_backend_options, graphs);
+    bo.threads = opt && opt->threads ? opt->threads : m->profile[0].backend.cpu.threads;
+    snprintf(bo.placement, sizeof bo.placement, "%s",
+             m->profile[0].backend.cpu.placement[0] ? m->profile[0].backend.cpu.placement : "cores");
+    bo.device = m->profile[0].backend.cuda.device;
+    bo.graphs = m->profile[0].backend.cuda.graphs;
+    m->threads = bo.threads;
+    if (!m->be->init) return 0;
+    int rc = m->be->init(&bo, &m->be_ctx, d);
+    if (rc && d && !d->code) rlx_diag_set(d, rc, "backend %s: init failed", m->be->name);
+    return rc;
+}
+
+static int check_policy(const rlx_model *m, rlx_diag *d)
+{
+    for (int k = 0; k < 2; k++)
+        if (strcmp(m->policy[k], "direct") && strcmp(m->policy[k], "fusable"))
+            return rlx_diag_set(d, RLX_ERR_INVALID, "fusion policy \"%s\": expected direct or fusable", m->policy[k]);
+    return 0;
+}
+
+RLX_API int rlx_model_from_flow(const rlx_model_spec *spec, const rlx_model_options *opt,
+                                rlx_model **out, rlx_diag *d)
+{
+    if (!out) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_model_from_flow: out is NULL");
+    *out = NULL;
+    if (!spec || !spec->prefill || !spec->backend)
+        return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_model_from_flow: a prefill flow and a backend are required");
+    rlx_model *m = calloc(1, sizeof *m);
+    if (!m) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    if (spec->config) m->cfg = *spec->config;
+    m->cfg.struct_size = (uint32_t)sizeof m->cfg;
+    m->weights = spec->weights;
+    m->registry = spec->registry;
+    m->be = spec->backend;
+    m->verbose = opt ? opt->verbose : 0;
+    for (int k = 0; k < 2; k++) {
+        if (spec->profile) m->profile[k] = *spec->profile;
+        else rlx_profile_defaults(&m->profile[k]);
+    }
+    set_policy(m, opt);
+    m->flow[0] = rg_flow_clone(spec->prefill);
+    m->flow[1] = rg_flow_clone(spec->decode ? spec->decode : spec->prefill);
+    int rc = !m->flow[0] || !m->flow[1] ? rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory") : 0;
+    if (!rc) rc = check_policy(m, d);
+    if (!rc) rc = init_backend(m, opt, d);
+    if (rc) {
+        rlx_model_close(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+static int searched(const rlx_registry *r, char *buf, size_t len)
+{
+    const char *const *dirs = NULL;
+    size_t n = rlx_registry_search_dirs(r, &dirs), o = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < n && o < len; i++) {
+        int w = snprintf(buf + o, len - o, "%s%s", i ? ":" : "", dirs[i]);
+        if (w < 0) break;
+        o += (size_t)w;
+    }
+    return 0;
+}
+
+static int load_profiles(rlx_model *m, const rlx_model_options *opt, rlx_diag *d)
+{
+    const char *names[2] = {opt->profile, opt->profile};
+    if (!opt->profile && m->arch) {
+        names[0] = m->arch->default_profile;
+        names[1] = m->arch->decode_profile ? m->arch->decode_profile : m->arch->default_profile;
+    }
+    for (int k = 0; k < 2; k++) {
+        rlx_profile_defaults(&m->profile[k]);
+        if (names[k] && *names[k]) {
+            int rc = rlx_profile_load(names[k], &m->profile[k], d);
+            if (rc) return rc;
+        }
+        /* f16/bf16 compute needs kernels no backend has yet: refuse rather than
+         * silently computing in f32 */
+        const rlx_profile *p = &m->profile[k];
+        if (strcmp(p->precision.compute, "f32") || strcmp(p->precision.mixed, "none"))
+            return rlx_diag_set(d, RLX_ERR_UNSUPPORTED,
+                                "profile %s: precision.compute \"%s\" / precision.mixed \"%s\": not "
+                                "implemented yet (rlx computes in f32; stored f16/bf16 weights are "
+                                "converted to f32 on load)",
+                                names[k] ? names[k] : "(defaults)", p->precision.compute, p->precision.mixed);
+    }
+    return 0;
+}
+
+static int build_flows(rlx_model *m, const rlx_model_options *opt, rlx_diag *d)
+{
+    if (opt->flow_file) {
+        rlx_flow *f = NULL;
+        int rc = rlx_flow_load_json(opt->flow_file, &f, d);
+        if (rc) return rc;
+        if (!f->n_inputs && add_default_inputs(f)) {
+            rlx_flow_free(f);
+            return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+        }
+        m->flow[0] = f;
+        m->flow[1] = rg_flow_clone(f);
+        return m->flow[1] ? 0 : rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    }
+    static const int phases[2] = {RLX_PHASE_PREFILL, RLX_PHASE_DECODE};
+    m->encoder = arch_encodes(m->arch);
+    for (int k = 0; k < 2; k++) {
+        if (k && m->encoder) /* one flow: the second slot is a copy of it */
+            return (m->flow[1] = rg_flow_clone(m->flow[0])) ? 0 : rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+        rlx_flow *f = rlx_flow_new(m->arch->name);
+        if (!f || (!m->encoder && add_default_inputs(f))) {
+            rlx_flow_free(f);
+            return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+        }
+        m->flow[k] = f;
+        int rc = m->arch->build_flow(f, m->encoder ? RLX_PHASE_ENCODE : phases[k], &m->cfg, rlx_host_api_get(), d);
+        /* an encoder recipe may declare its own inputs (host->flow_input); else BERT's */
+        if (!rc && m->encoder && !f->n_inputs && add_encoder_inputs(f))
+            rc = rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+        if (!rc && f->err[0]) rc = rlx_diag_set(d, RLX_ERR_INVALID, "arch %s: %s", m->arch->name, f->err);
+        if (!rc && f->n_open) rc = rlx_diag_set(d, RLX_ERR_INVALID, "arch %s: flow_repeat_begin without flow_repeat_end", m->arch->name);
+        if (rc) {
+            if (d && !d->code) rlx_diag_set(d, rc, "arch %s: build_flow failed for the %s phase", m->arch->name, m->encoder ? "encode" : k ? "decode" : "prefill");
+            return rc;
+        }
+    }
+    return 0;
+}
+
+RLX_API int rlx_model_open(const char *dir, const rlx_model_options *opt_in, rlx_model **out,
+                           rlx_diag *d)
+{
+    if (!out) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_model_open: out is NULL");
+    *out = NULL;
+    if (!dir) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_model_open: no model folder");
+    rlx_model_options o;
+    rlx_model_options_init(&o);
+    if (opt_in) o = *opt_in;
+    rlx_model *m = calloc(1, sizeof *m);
+    if (!m) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    m->verbose = o.verbose;
+    m->progress = o.progress;
+    m->progress_user = o.progress_user;
+    int rc = (m->dir = strdup(dir)) ? 0 : rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    if (!rc) rc = rlx_config_open(dir, &m->config, d);
+    if (!rc) m->cfg = *rlx_config_model(m->config);
+    if (!rc) rc = rlx_weights_open(dir, &m->weights_owned, d);
+    if (!rc) {
+        m->weights = m->weights_owned;
+        rc = rlx_registry_open(o.plugin_path, &m->registry_owned, d);
+        m->registry = m->registry_owned;
+    }
+    if (!rc && !o.flow_file) {
+        m->arch = rlx_registry_arch_for(m->registry, m->cfg.model_type);
+        if (!m->arch) {
+            char s[1024];
+            searched(m->registry, s, sizeof s);
+            rc = rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "no arch plugin handles model_type \"%s\" (searched: %s)",
+                              m->cfg.model_type, s);
+        }
+    }
+    if (!rc) rc = load_profiles(m, &o, d);
+    if (!rc) {
+        set_policy(m, &o);
+        rc = check_policy(m, d);
+    }
+    if (!rc) {
+        const char *name = o.backend;
+        if (!name && strcmp(m->profile[0].fusion.target, "auto")) name = m->profile[0].fusion.target;
+        m->be = rlx_registry_backend(m->registry, name ? name : "auto", d);
+        if (!m->be) rc = d && d->code ? d->code : RLX_ERR_NOT_FOUND;
+    }
+    if (!rc) rc = init_backend(m, &o, d);
+    if (!rc) rc = build_flows(m, &o, d);
+    if (rc) {
+        rlx_model_close(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+RLX_API void rlx_model_close(rlx_model *m)
+{
+    if (!m) return;
+    for (uint32_t i = 0; i < m->n_exec; i++) rg_exec_free(m, m->exec[i]);
+    free(m->exec);
+    if (m->be && m->arena) m->be->free(m->be_ctx, m->arena);
+    rg_model_free_weights(m);
+    if (m->be && m->be_ctx && m->be->teardown) m->be->teardown(m->be_ctx);
+    rlx_flow_free(m->flow[0]);
+    rlx_flow_free(m->flow[1]);
+    rlx_weights_close(m->weights_owned);
+    rlx_config_free(m->config);
+    rlx_registry_close(m->registry_owned);
+    free(m->dir);
+    free(m);
+}
+
+RLX_API const rlx_model_config *rlx_model_get_config(const rlx_model *m) { return m ? &m->cfg : NULL; }
+RLX_API const char *rlx_model_backend_name(const rlx_model *m) { return m && m->be ? m->be->name : NULL; }
+RLX_API int rlx_model_compiled_count(const rlx_model *m) { return m ? (int)m->n_exec : 0; }
+
+RLX_API int rlx_model_threads(const rlx_model *m)
+{
+    if (!m) return 0;
+    if (m->threads > 0) return m->threads;
+    rlx_topology t;
+    memset(&t, 0, sizeof t);
+    t.struct_size = (uint32_t)sizeof t;
+    const char *pl = m->profile[0].backend.cpu.placement[0] ? m->profile[0].backend.cpu.placement : "cores";
+    return rlx__topology_query(&t, 0, pl) == 0 ? t.n_workers : 0;
+}
+
+RLX_API int rlx_model_dump_flow(rlx_model *m, FILE *out, rlx_diag *d)
+{
+    if (!m || !out) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_model_dump_flow: no model or stream");
+    fprintf(out, "# prefill\n");
+    rlx_flow_print(m->flow[0], out);
+    fprintf(out, "# decode\n");
+    rlx_flow_print(m->flow[1], out);
+    return 0;
+}
+
+int64_t rg_default_ctx(const rlx_model *m)
+{
+    int64_t c = m->cfg.max_position_embeddings;
+    return c > 0 && c < 4096 ? c : 4096;
+}
+
+RLX_API int rlx_model_dump_graph(rlx_model *m, int phase, int64_t seq_len, FILE *out, rlx_diag *d)
+{
+    if (!m || !out) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_model_dump_graph: no model or stream");
+    if (phase < RLX_PHASE_PREFILL || phase > RLX_PHASE_ENCODE)
+        return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_model_dump_graph: unknown phase %d", phase);
+    int64_t T = phase == RLX_PHASE_DECODE ? 1 : seq_len;
+    if (T < 1) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_model_dump_graph: sequence length %lld", (long long)seq_len);
+    int64_t ctx = rg_default_ctx(m);
+    if (ctx < T) ctx = T;
+    rg_exec *e;
+    int rc = rg_model_exec(m, phase, T, ctx, &e, d);
+    if (rc) return rc;
+    rg_exec_dump(e, out);
+    return 0;
+}

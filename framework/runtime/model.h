@@ -1,0 +1,100 @@
+/* Internal state of a model (rlx_model), its compiled programs and sessions. */
+#ifndef RLX_MODEL_H
+#define RLX_MODEL_H
+#include "ir/graph.h"
+
+/* A checkpoint tensor converted once for the backend, shared by every program. */
+typedef struct rg_weight {
+    char *name;
+    rlx_shape shape;
+    void *ptr;   /* what the backend reads: host F32 (mmapped or owned) or device */
+    void *owned; /* malloc'd host copy, or NULL */
+    int device;  /* ptr came from backend->alloc */
+} rg_weight;
+
+/* A compiled program for one (phase, sequence length, context length). */
+typedef struct rg_exec rg_exec;
+
+struct rlx_model {
+    char *dir;              /* model folder, NULL for rlx_model_from_flow */
+    rlx_config *config;     /* owned, NULL for rlx_model_from_flow */
+    rlx_model_config cfg;   /* what blocks see */
+    rlx_weights *weights_owned;
+    const rlx_weights *weights;
+    struct json_t *weight_map; /* model.safetensors.index.json weight_map, lazily */
+    rlx_registry *registry_owned;
+    const rlx_registry *registry;
+    const rlx_arch *arch;
+    rlx_profile profile[2]; /* prefill (and encode), decode */
+    char policy[2][16];
+    const rlx_backend *be;
+    void *be_ctx;
+    int threads;
+    int verbose;
+    void (*progress)(void *user, uint64_t done, uint64_t total); /* rlx_model_options */
+    void *progress_user;
+    uint64_t bytes_loaded, bytes_total; /* checkpoint bytes converted so far / in all */
+    rlx_flow *flow[2]; /* prefill, decode */
+    int encoder;       /* the arch builds an encode flow (flow[0], phase RLX_PHASE_ENCODE) */
+    rg_weight *w;
+    uint32_t n_w;
+    rg_exec **exec;
+    uint32_t n_exec;
+    void *arena;
+    size_t arena_cap;
+    uint64_t arena_gen;
+};
+
+/* Session-owned persistent buffers (KV caches), by name. */
+typedef struct rg_state {
+    char *name;
+    int dtype;
+    rlx_shape shape;
+    void *ptr;
+    size_t bytes;
+} rg_state;
+
+typedef struct rg_states {
+    rg_state *s;
+    uint32_t n;
+} rg_states;
+
+struct rlx_session {
+    rlx_model *m;
+    int64_t ctx;
+    int64_t pos;
+    rg_states st;
+};
+
+/* min(max_position_embeddings, 4096) */
+int64_t rg_default_ctx(const rlx_model *m);
+
+/* model_weights.c: the F32 weight the backend reads, converted once. */
+int rg_model_weight(rlx_model *m, const char *name, const rlx_shape *expect, int optional,
+                    const rg_weight **out, rlx_diag *d);
+/* name of the file holding tensor name (for messages) */
+const char *rg_weight_origin(rlx_model *m, const char *name);
+void rg_model_free_weights(rlx_model *m);
+
+/* build.c: run a flow into a graph */
+int rg_build(rlx_model *m, const rlx_flow *f, int phase, int64_t T, int64_t ctx, rg_graph **out,
+             rlx_diag *d);
+int rg_eval_cond(rlx_model *m, const char *cond, int phase);
+int rg_config_lookup(rlx_model *m, const char *key, double *out);
+
+/* compile.c: build + passes + legalize + plan + backend compile, cached per shape */
+int rg_model_exec(rlx_model *m, int phase, int64_t T, int64_t ctx, rg_exec **out, rlx_diag *d);
+void rg_exec_free(rlx_model *m, rg_exec *e);
+/* exec.c */
+typedef struct rg_io {
+    const char *name;
+    const void *data; /* host data in the value's dtype and shape */
+} rg_io;
+int rg_exec_run(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32_t n_in,
+                rlx_diag *d);
+/* host copy of output name (numel * dtype bytes) */
+int rg_exec_output(rlx_model *m, rg_exec *e, const char *name, void *dst, rlx_diag *d);
+const rlx_value_desc *rg_exec_find_io(const rg_exec *e, const char *name, int output);
+void rg_states_free(rlx_model *m, rg_states *st);
+void rg_exec_dump(const rg_exec *e, FILE *out);
+#endif

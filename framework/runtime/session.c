@@ -1,0 +1,119 @@
+/* Sessions: a KV cache sized for the context asked for, prefill in length buckets
+ * (padded with id 0; causal attention keeps the real rows exact), decode one token
+ * at a time through a program compiled once. */
+#include "runtime/exec.h"
+#include "build/flow.h"
+#include <stdlib.h>
+#include <string.h>
+
+RLX_API int rlx_session_new(rlx_model *m, int64_t ctx_len, rlx_session **out, rlx_diag *d)
+{
+    if (!out) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_session_new: out is NULL");
+    *out = NULL;
+    if (!m) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_session_new: no model");
+    if (ctx_len < 0) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_session_new: context length %lld", (long long)ctx_len);
+    rlx_session *s = calloc(1, sizeof *s);
+    if (!s) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    s->m = m;
+    s->ctx = ctx_len ? ctx_len : rg_default_ctx(m);
+    *out = s;
+    return 0;
+}
+
+RLX_API void rlx_session_free(rlx_session *s)
+{
+    if (!s) return;
+    rg_states_free(s->m, &s->st);
+    free(s);
+}
+
+/* the cache rows past pos are masked by attention, so they need no clearing */
+RLX_API void rlx_session_reset(rlx_session *s)
+{
+    if (s) s->pos = 0;
+}
+
+RLX_API int64_t rlx_session_pos(const rlx_session *s) { return s ? s->pos : 0; }
+
+static int64_t bucket(int64_t n, int64_t room)
+{
+    int64_t b = 1;
+    while (b < n) b *= 2;
+    return b < room ? b : room;
+}
+
+/* runs T positions from s->pos (ids padded to T); logits rows come back in rows */
+static int run(rlx_session *s, int phase, const int32_t *ids, int64_t n, int64_t T, float **logits,
+               int64_t *rows, int64_t *vocab, rlx_diag *d)
+{
+    rlx_model *m = s->m;
+    rg_exec *e;
+    int rc = rg_model_exec(m, phase, T, s->ctx, &e, d);
+    if (rc) return rc;
+    const rlx_value_desc *lo = rg_exec_find_io(e, "logits", 1);
+    if (!lo) return rlx_diag_set(d, RLX_ERR_INVALID, "flow %s: emits no output named logits", m->flow[phase == RLX_PHASE_DECODE]->name);
+    int64_t V = lo->shape.ndim ? lo->shape.dims[lo->shape.ndim - 1] : 1;
+    *rows = V ? rlx_shape_numel(&lo->shape) / V : 0;
+    *vocab = V;
+    if (*rows != T && !(*rows == 1 && n == T))
+        return -2; /* the flow keeps only the last row: it needs an exact-length program */
+    int32_t *buf = calloc((size_t)(2 * T + 1), sizeof *buf);
+    *logits = malloc((size_t)rlx_shape_numel(&lo->shape) * sizeof(float) + 1);
+    if (!buf || !*logits) {
+        free(buf);
+        return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    }
+    int32_t *pids = buf, *positions = buf + T, pos = (int32_t)s->pos;
+    for (int64_t t = 0; t < T; t++) {
+        pids[t] = t < n ? ids[t] : 0;
+        positions[t] = (int32_t)(s->pos + t);
+    }
+    rg_io io[3] = {{"input_ids", pids}, {"positions", positions}, {"pos", &pos}};
+    rc = rg_exec_run(m, e, &s->st, io, 3, d);
+    if (!rc) rc = rg_exec_output(m, e, "logits", *logits, d);
+    free(buf);
+    return rc;
+}
+
+RLX_API int rlx_session_prefill(rlx_session *s, const int32_t *ids, int64_t n, float *all_logits,
+                                float *last_logits, rlx_diag *d)
+{
+    if (!s || !ids || n < 1) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_session_prefill: no tokens");
+    if (s->pos + n > s->ctx)
+        return rlx_diag_set(d, RLX_ERR_INVALID, "session: %lld tokens at position %lld exceed the context length %lld",
+                            (long long)n, (long long)s->pos, (long long)s->ctx);
+    float *lg = NULL;
+    int64_t rows = 0, V = 0, T = bucket(n, s->ctx - s->pos);
+    int rc = run(s, RLX_PHASE_PREFILL, ids, n, T, &lg, &rows, &V, d);
+    if (rc == -2) rc = run(s, RLX_PHASE_PREFILL, ids, n, T = n, &lg, &rows, &V, d);
+    if (rc) {
+        free(lg);
+        return rc;
+    }
+    if (all_logits) {
+        if (rows != T) {
+            free(lg);
+            return rlx_diag_set(d, RLX_ERR_INVALID, "session: the prefill flow outputs only the last row of logits");
+        }
+        memcpy(all_logits, lg, (size_t)(n * V) * sizeof(float));
+    }
+    if (last_logits) memcpy(last_logits, lg + (rows == 1 ? 0 : (n - 1) * V), (size_t)V * sizeof(float));
+    free(lg);
+    s->pos += n;
+    return 0;
+}
+
+RLX_API int rlx_session_decode(rlx_session *s, int32_t id, float *logits, rlx_diag *d)
+{
+    if (!s) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_session_decode: no session");
+    if (s->pos + 1 > s->ctx)
+        return rlx_diag_set(d, RLX_ERR_INVALID, "session: position %lld is past the context length %lld",
+                            (long long)s->pos, (long long)s->ctx);
+    float *lg = NULL;
+    int64_t rows = 0, V = 0;
+    int rc = run(s, RLX_PHASE_DECODE, &id, 1, 1, &lg, &rows, &V, d);
+    if (!rc && logits) memcpy(logits, lg, (size_t)V * sizeof(float));
+    free(lg);
+    if (!rc) s->pos++;
+    return rc;
+}

@@ -1,0 +1,190 @@
+/* Tokenizer internals shared by framework/tokenizer*.c (never installed).
+ * The pipeline mirrors Hugging Face tokenizers: added tokens are cut out first, the
+ * rest is normalized, pre-tokenized into words, and each word goes through the model
+ * (BPE); a post-processor adds BOS & co; decoding maps ids to token strings and runs
+ * the decoder chain. */
+#ifndef RLX_TOKENIZER_INTERNAL_H
+#define RLX_TOKENIZER_INTERNAL_H
+#include "base/internal.h"
+#include <pthread.h>
+#include <stdint.h>
+#include <stddef.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+struct json_t;
+
+/* ---- growable byte buffer and a list of strings held in one buffer ---- */
+typedef struct tk_buf {
+    char *p;
+    size_t n, cap;
+} tk_buf;
+int tk_buf_put(tk_buf *b, const void *s, size_t n);    /* 0 ok, -1 out of memory */
+int tk_buf_putc(tk_buf *b, char c);
+void tk_buf_free(tk_buf *b);
+
+/* piece i is buf.p[off[i] .. off[i+1]) ; n pieces use n+1 offsets */
+typedef struct tk_pieces {
+    tk_buf buf;
+    size_t *off;
+    size_t n, cap;
+} tk_pieces;
+int tk_pieces_init(tk_pieces *ps);
+int tk_pieces_add(tk_pieces *ps, const char *s, size_t n);
+/* append bytes to the last piece (the piece must be the last one added) */
+int tk_pieces_extend_last(tk_pieces *ps, const char *s, size_t n);
+void tk_pieces_clear(tk_pieces *ps);
+void tk_pieces_free(tk_pieces *ps);
+static inline const char *tk_piece(const tk_pieces *ps, size_t i, size_t *len)
+{
+    *len = ps->off[i + 1] - ps->off[i];
+    return ps->buf.p + ps->off[i];
+}
+
+/* ---- hash maps ---- */
+uint64_t tk_hash(const void *s, size_t n);
+/* string -> int32 (open addressing; keys copied) */
+struct tk_strent {
+    char *k; /* NULL: empty slot */
+    uint32_t n;
+    int32_t v;
+    uint64_t h;
+};
+typedef struct tk_strmap {
+    struct tk_strent *e;
+    size_t cap, n;
+} tk_strmap;
+int tk_strmap_put(tk_strmap *m, const char *k, size_t n, int32_t v); /* replaces */
+int tk_strmap_get(const tk_strmap *m, const char *k, size_t n, int32_t *v); /* 1 found */
+void tk_strmap_free(tk_strmap *m);
+
+/* (left id, right id) -> (rank, merged id) */
+typedef struct tk_pairmap {
+    struct tk_pairent *e;
+    size_t cap, n;
+} tk_pairmap;
+int tk_pairmap_put(tk_pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t merged);
+int tk_pairmap_get(const tk_pairmap *m, int32_t a, int32_t b, int32_t *rank, int32_t *merged);
+void tk_pairmap_free(tk_pairmap *m);
+
+/* ---- UTF-8 ---- */
+/* length of the UTF-8 sequence starting with byte c (1 for invalid lead bytes) */
+static inline size_t tk_utf8_len(unsigned char c)
+{
+    return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+}
+size_t tk_utf8_encode(uint32_t cp, char *out); /* returns 1..4 */
+uint32_t tk_utf8_decode(const char *s, size_t n, size_t *adv);
+int tk_is_space_cp(uint32_t cp);
+/* GPT-2 byte <-> printable code point table (ByteLevel) */
+uint32_t tk_byte_cp(unsigned char b);
+int tk_cp_to_byte(uint32_t cp); /* -1 if cp is not in the table */
+
+/* ---- JSON helpers: errors name the JSON path ---- */
+typedef struct tk_jctx {
+    const char *origin; /* file name for messages */
+    rlx_diag *d;
+} tk_jctx;
+/* path printf-style; returns the error code */
+int tk_jerr(const tk_jctx *c, const char *path, const char *fmt, ...) RLX_PRINTF(3, 4);
+/* optional string / bool / int fields; missing (or null) keeps *out */
+int tk_jstr(const tk_jctx *c, struct json_t *obj, const char *path, const char *key,
+            const char **out);
+int tk_jbool(const tk_jctx *c, struct json_t *obj, const char *path, const char *key, int *out);
+int tk_jint(const tk_jctx *c, struct json_t *obj, const char *path, const char *key,
+            int64_t *out);
+/* A component object's "type" (borrowed): errors if j is not an object or has none;
+ * tpath gets "<path>.type" for the caller's unsupported-type message */
+int tk_jtype(const tk_jctx *c, struct json_t *j, const char *path, const char **type, char *tpath,
+             size_t tpath_len);
+/* A Sequence's obj[key], which must be an array (NULL after the error, code in *rc) */
+struct json_t *tk_jarray(const tk_jctx *c, struct json_t *obj, const char *path, const char *key,
+                         int *rc);
+/* Loads each item of arr (obj[key]) with load(c, item, "<path>.<key>[i]", i, owner), stopping at
+ * the first error (returned) */
+typedef int (*tk_item_load)(const tk_jctx *c, struct json_t *item, const char *path, size_t i,
+                            void *owner);
+int tk_jeach(const tk_jctx *c, struct json_t *arr, const char *path, const char *key,
+             tk_item_load load, void *owner);
+/* {"String": s} or {"Regex": r}: *is_regex set, *pat borrowed from the json */
+int tk_jpattern(const tk_jctx *c, struct json_t *obj, const char *path, const char **pat,
+                int *is_regex);
+
+/* compile a regex (PCRE2_UTF|PCRE2_UCP, JIT when available) or a literal */
+pcre2_code *tk_regex_compile(const tk_jctx *c, const char *path, const char *pat, int literal);
+/* next match in s[start..n): 1 found (*ms, *me), 0 none, <0 error */
+int tk_regex_next(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n,
+                  size_t start, size_t *ms, size_t *me);
+
+/* ---- normalizers (tokenizer_normalizer.c) ---- */
+typedef struct tk_normalizer tk_normalizer;
+int tk_normalizer_load(const tk_jctx *c, struct json_t *j, const char *path, tk_normalizer **out);
+void tk_normalizer_free(tk_normalizer *n);
+int tk_normalizer_apply(const tk_normalizer *n, const char *s, size_t len, tk_buf *out);
+
+/* ---- pre-tokenizers (tokenizer_pretok.c) ---- */
+typedef struct tk_pretok tk_pretok;
+int tk_pretok_load(const tk_jctx *c, struct json_t *j, const char *path, tk_pretok **out);
+void tk_pretok_free(tk_pretok *p);
+/* in: the pieces of one added-token-free segment (is_first: the segment starts the
+ * text); out: words. tmp is scratch. */
+int tk_pretok_apply(const tk_pretok *p, tk_pieces *in, tk_pieces *out, int is_first);
+
+/* ---- BPE model (tokenizer_bpe.c) ---- */
+typedef struct tk_bpe tk_bpe;
+int tk_bpe_load(const tk_jctx *c, struct json_t *model, tk_bpe **out);
+void tk_bpe_free(tk_bpe *b);
+/* appends the ids of one word */
+typedef struct tk_ids {
+    int32_t *v;
+    size_t n, cap;
+} tk_ids;
+int tk_ids_push(tk_ids *a, int32_t id);
+int tk_bpe_encode_word(tk_bpe *b, const char *w, size_t n, tk_ids *out);
+const tk_strmap *tk_bpe_vocab(const tk_bpe *b);
+/* the token strings indexed by id (NULL holes), count = max id + 1 */
+int tk_bpe_id_to_token(const tk_bpe *b, const char ***tokens, size_t *count);
+
+/* ---- decoders (tokenizer_decoder.c) ---- */
+typedef struct tk_decoder tk_decoder;
+int tk_decoder_load(const tk_jctx *c, struct json_t *j, const char *path, tk_decoder **out);
+void tk_decoder_free(tk_decoder *d);
+/* tokens in, final text out */
+int tk_decoder_apply(const tk_decoder *d, tk_pieces *tokens, tk_buf *out);
+
+/* ---- post-processors (tokenizer_post.c) ---- */
+typedef struct tk_post tk_post;
+int tk_post_load(const tk_jctx *c, struct json_t *j, const char *path, tk_post **out);
+void tk_post_free(tk_post *p);
+int tk_post_apply(const tk_post *p, const int32_t *ids, size_t n, tk_ids *out);
+
+/* ---- added tokens (tokenizer.c) ---- */
+typedef struct tk_added {
+    char *content;
+    size_t len;
+    char *match;      /* what is searched for: content, normalized when "normalized" */
+    size_t match_len;
+    int32_t id;
+    int special, normalized, lstrip, rstrip, single_word;
+} tk_added;
+
+struct rlx_tokenizer {
+    char *origin;
+    tk_bpe *bpe;
+    tk_normalizer *normalizer;
+    tk_pretok *pretok;
+    tk_decoder *decoder;
+    tk_post *post;
+    tk_added *added;
+    size_t n_added;
+    /* per first byte: indices into added[] sorted by length descending, for the
+     * leftmost-longest match; one table for raw text, one for normalized text */
+    int32_t *first_idx[2][256];
+    size_t first_n[2][256];
+    const char **id_tok;    /* id -> token string */
+    uint8_t *id_special;    /* id -> 1 if a special added token */
+    size_t n_ids;
+};
+
+#endif
