@@ -12,6 +12,12 @@
 /* host.c: host services table; each area fills its own part */
 void rlx__host_log(int level, const char *who, const char *fmt, ...) RLX_PRINTF(3, 4);
 void rlx__host_fill_core(rlx_host_api *h);   /* core.am: log, diag, topology, bind */
+void rlx__host_fill_config(rlx_host_api *h); /* hf/config.c: config_* */
+/* hf/config.c for hf/config_arch.c */
+int rlx__config_read_common(const rlx_config *c, const rlx_config_defaults *df, rlx_model_config *mc,
+                            rlx_diag *d);
+rlx_model_config *rlx__config_model_mut(rlx_config *c);
+const char *rlx__config_origin(const rlx_config *c);
 void rlx__host_fill_emit(rlx_host_api *h);   /* graph.am: emit_*, slots, params, flow_* */
 
 /* topology.c */

@@ -4,6 +4,7 @@
 #include "build/emit.h"
 #include "build/flow.h"
 #include "ir/ops.h"
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,6 +300,36 @@ static const char *fusion_policy(rlx_ctx *c)
     return c->env->policy ? c->env->policy : "direct";
 }
 
+static const rlx_config *ctx_config(rlx_ctx *c) { return c ? c->env->config : NULL; }
+
+/* a block run inside the current stage with its own params; slots are shared */
+static int emit_block(rlx_ctx *c, const char *name, const char *params_json)
+{
+    if (!c) return RLX_ERR_INVALID;
+    if (c->failed) return c->failed;
+    const rlx_block *b = c->env->registry && name ? rlx_registry_block(c->env->registry, name) : NULL;
+    if (!b) return rg_ctx_fail(c, "emit_block: no block named \"%s\" in the loaded plugins", name ? name : "");
+    json_t *params = NULL;
+    const char *text = params_json && *params_json ? params_json : "{}";
+    rlx_diag pd;
+    rlx_diag_init(&pd);
+    if (rlx__json_parse(text, strlen(text), name, &params, &pd) || !json_is_object(params)) {
+        json_decref(params);
+        return rg_ctx_fail(c, "emit_block %s: params are not a JSON object: %s", name, pd.msg);
+    }
+    json_t *saved = c->params;
+    char where[sizeof c->where];
+    memcpy(where, c->where, sizeof where);
+    snprintf(c->where + strlen(c->where), sizeof c->where - strlen(c->where), " > %s", name);
+    c->params = params;
+    int rc = b->emit(c, rlx_host_api_get());
+    c->params = saved;
+    if (!c->failed) memcpy(c->where, where, sizeof where);
+    json_decref(params);
+    if (c->failed) return c->failed;
+    return rc ? rg_ctx_fail(c, "emit_block %s failed (status %d) without saying why", name, rc) : 0;
+}
+
 static int phase(rlx_ctx *c) { return c ? c->phase : RLX_PHASE_PREFILL; }
 static int64_t context_length(rlx_ctx *c) { return c ? c->ctx_len : 0; }
 
@@ -328,4 +359,8 @@ void rlx__host_fill_emit(rlx_host_api *h)
     h->flow_repeat_begin = rg_host_flow_repeat_begin;
     h->flow_repeat_end = rg_host_flow_repeat_end;
     h->flow_input = rg_host_flow_input;
+    h->flow_config = rg_host_flow_config;
+    h->ctx_config = ctx_config;
+    h->emit_block = emit_block;
+    h->flow_input_fill = rg_host_flow_input_fill;
 }

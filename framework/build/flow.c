@@ -86,6 +86,16 @@ RLX_API int rlx_flow_input(rlx_flow *f, const char *name, int dtype, uint32_t nd
     return 0;
 }
 
+RLX_API int rlx_flow_input_fill(rlx_flow *f, const char *name, int fill)
+{
+    if (!f || !name) return RLX_ERR_INVALID;
+    if (fill < RLX_FILL_NONE || fill > RLX_FILL_IOTA)
+        return rg_flow_set_err(f, "flow input %s: unknown fill %d", name, fill);
+    for (uint32_t i = 0; i < f->n_inputs; i++)
+        if (strcmp(f->inputs[i].name, name) == 0) return f->inputs[i].fill = fill, 0;
+    return rg_flow_set_err(f, "flow input %s: not declared", name);
+}
+
 int rg_flow_stage_json(rlx_flow *f, const char *block, json_t *params)
 {
     rlx_flow *t = target(f);
@@ -197,6 +207,7 @@ rlx_flow *rg_flow_clone(const rlx_flow *src)
     for (uint32_t i = 0; i < src->n_inputs; i++) {
         const rg_flow_input *in = &src->inputs[i];
         if (rlx_flow_input(f, in->name, in->dtype, in->ndim, in->dims)) goto fail;
+        f->inputs[f->n_inputs - 1].fill = in->fill;
     }
     for (uint32_t i = 0; i < src->n_items; i++) {
         const rg_flow_item *s = &src->items[i];
@@ -222,6 +233,10 @@ int rg_host_flow_stage(rlx_flow *f, const char *block, const char *params_json)
 {
     return rlx_flow_stage(f, block, params_json);
 }
+
+int rg_host_flow_input_fill(rlx_flow *f, const char *name, int32_t fill) { return rlx_flow_input_fill(f, name, fill); }
+
+const rlx_config *rg_host_flow_config(rlx_flow *f) { return f ? f->config : NULL; }
 
 int rg_host_flow_input(rlx_flow *f, const char *name, int32_t dtype, uint32_t ndim, const int64_t *dims)
 {

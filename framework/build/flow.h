@@ -24,6 +24,7 @@ typedef struct rg_flow_input {
     int dtype;
     uint32_t ndim;
     int64_t dims[RLX_MAX_DIMS];
+    int fill; /* RLX_FILL_*: what the host gives when a caller does not */
 } rg_flow_input;
 
 struct rlx_flow {
@@ -35,6 +36,7 @@ struct rlx_flow {
     rlx_flow *open[16]; /* repeat bodies opened by host->flow_repeat_begin */
     int n_open;
     char err[512]; /* first error of a flow_* call */
+    const rlx_config *config; /* the model's raw config while a recipe builds it (borrowed) */
 };
 
 /* 0 if cond is one of the forms rlx_flow_when accepts */
@@ -51,5 +53,7 @@ int rg_flow_stage_json(rlx_flow *f, const char *block, struct json_t *params);
 int rg_host_flow_stage(rlx_flow *f, const char *block, const char *params_json);
 int rg_host_flow_repeat_begin(rlx_flow *f, int64_t n);
 int rg_host_flow_repeat_end(rlx_flow *f);
+const rlx_config *rg_host_flow_config(rlx_flow *f);
+int rg_host_flow_input_fill(rlx_flow *f, const char *name, int32_t fill);
 int rg_host_flow_input(rlx_flow *f, const char *name, int32_t dtype, uint32_t ndim, const int64_t *dims);
 #endif

@@ -200,6 +200,11 @@ static const plugin *owner_of(const rlx_registry *r, int kind, const char *name)
 static const char *const kind_names[] = {"plugin", "block", "backend", "arch"};
 
 /* Checks one descriptor; on failure refuses p and returns nonzero. */
+static const char *const *class_names(const rlx_arch *a)
+{
+    return a->struct_size >= RLX_STRUCT_SIZE(rlx_arch, class_names) ? a->class_names : NULL;
+}
+
 static int validate(rlx_registry *r, plugin *p, const rlx_plugin_desc *d)
 {
     const uint32_t need_ver = (uint32_t)RLX_STRUCT_SIZE(rlx_plugin_desc, abi_minor);
@@ -295,6 +300,20 @@ static int validate(rlx_registry *r, plugin *p, const rlx_plugin_desc *d)
             refuse(p, "arch '%s' has no model_types or no build_flow", a->name);
             return 1;
         }
+    }
+
+    /* a model type (or diffusers class) has one owner among loaded plugins */
+    for (uint32_t i = 0; i < d->n_archs; i++) {
+        const rlx_arch *a = d->archs[i];
+        for (int cls = 0; cls < 2; cls++)
+            for (const char *const *t = cls ? class_names(a) : a->model_types; t && *t; t++) {
+                const rlx_arch *prev = cls ? rlx_registry_arch_for_class(r, *t) : rlx_registry_arch_for(r, *t);
+                if (prev) {
+                    refuse(p, "arch '%s': %s \"%s\" is already handled by arch '%s' (%s)", a->name,
+                           cls ? "_class_name" : "model_type", *t, prev->name, owner_of(r, 3, prev->name)->path);
+                    return 1;
+                }
+            }
     }
 
     /* names: unique among loaded plugins and within this one */
@@ -574,6 +593,19 @@ RLX_API const rlx_arch *rlx_registry_arch_for(const rlx_registry *r, const char 
         for (uint32_t k = 0; k < d->n_archs; k++)
             for (const char *const *t = d->archs[k]->model_types; *t; t++)
                 if (strcmp(*t, model_type) == 0) return d->archs[k];
+    }
+    return NULL;
+}
+
+RLX_API const rlx_arch *rlx_registry_arch_for_class(const rlx_registry *r, const char *class_name)
+{
+    if (!r || !class_name) return NULL;
+    for (size_t i = 0; i < r->n_plugins; i++) {
+        if (!r->plugins[i].info.loaded) continue;
+        const rlx_plugin_desc *d = r->plugins[i].info.desc;
+        for (uint32_t k = 0; k < d->n_archs; k++)
+            for (const char *const *t = class_names(d->archs[k]); t && *t; t++)
+                if (strcmp(*t, class_name) == 0) return d->archs[k];
     }
     return NULL;
 }

@@ -54,6 +54,8 @@ const rlx_block *rlx_registry_block(const rlx_registry *r, const char *name);
  * named backend is missing or has no device (with the probe's reason). */
 const rlx_backend *rlx_registry_backend(const rlx_registry *r, const char *name, rlx_diag *d);
 const rlx_arch *rlx_registry_arch_for(const rlx_registry *r, const char *model_type);
+/* the arch claiming a diffusers _class_name (rlx_arch.class_names) */
+const rlx_arch *rlx_registry_arch_for_class(const rlx_registry *r, const char *class_name);
 const rlx_host_api *rlx_host_api_get(void);
 const char *rlx_default_plugin_dir(void);
 /* ---- added by core (issue 2) ---- */
@@ -103,18 +105,27 @@ const char *rlx_weights_file_of(const rlx_weights *w, const rlx_tensor_info *t);
  * "FILE: tensor 'NAME': expected shape [..], found [..]". */
 int rlx_weights_expect(const rlx_weights *w, const char *name, const rlx_shape *expect,
                        const rlx_tensor_info **out, rlx_diag *d);
-/* Tied embeddings as HF applies them: for a causal LM with tie_word_embeddings,
- * "lm_head.weight" becomes the embedding (model.embed_tokens.weight), replacing a
- * stored one. Call right after open: it invalidates earlier rlx_tensor_info pointers. */
-int rlx_weights_tie(rlx_weights *w, const rlx_model_config *mc, rlx_diag *d);
+/* Tied weights as HF applies them: alias (say "lm_head.weight") becomes the bytes of
+ * target ("model.embed_tokens.weight"), replacing a stored one. Which tensors a family
+ * ties is its arch plugin's business. Call right after open: it invalidates earlier
+ * rlx_tensor_info pointers. */
+int rlx_weights_tie(rlx_weights *w, const char *alias, const char *target, rlx_diag *d);
 /* ---- end io area additions ---- */
 
 /* ---------------------------------------------------------------- config.json */
-typedef struct rlx_config rlx_config;
-/* path: config.json or the folder holding it; transformers 4.x and 5.x keys. */
+/* rlx_config (opaque) is declared in plugin.h.
+ * path: config.json or the folder holding it. Opening reads only what every config
+ * has (model_type or _class_name, architectures, dtype); rlx_config_configure hands it
+ * to the arch plugin that owns the model type, which fills the rest. */
 int rlx_config_open(const char *path, rlx_config **out, rlx_diag *d);
 int rlx_config_parse(const char *json, size_t len, const char *origin, rlx_config **out, rlx_diag *d);
 const rlx_model_config *rlx_config_model(const rlx_config *c);
+/* Finds the arch plugin for the config's model_type (or diffusers _class_name) in r and
+ * lets it fill the description: "FILE: no arch plugin handles model_type "X" (installed:
+ * ...)" when none does. *arch (may be NULL) receives the arch. */
+int rlx_config_configure(rlx_config *c, const rlx_registry *r, const rlx_arch **arch, rlx_diag *d);
+/* rlx_config_open + rlx_config_configure */
+int rlx_config_load(const char *path, const rlx_registry *r, rlx_config **out, rlx_diag *d);
 int rlx_config_number(const rlx_config *c, const char *key, double *out); /* 0 found */
 void rlx_config_free(rlx_config *c);
 /* generation_config.json (optional file): eos ids, sampling defaults */
@@ -154,6 +165,8 @@ rlx_flow *rlx_flow_new(const char *name);
 void rlx_flow_free(rlx_flow *f);
 /* dims: -1 stands for the sequence length given at build */
 int rlx_flow_input(rlx_flow *f, const char *name, int dtype, uint32_t ndim, const int64_t *dims);
+/* what the host gives input name when a caller does not (RLX_FILL_*, plugin.h) */
+int rlx_flow_input_fill(rlx_flow *f, const char *name, int fill);
 int rlx_flow_stage(rlx_flow *f, const char *block, const char *params_json);
 int rlx_flow_repeat(rlx_flow *f, int64_t n, const rlx_flow *body); /* {i} = 0..n-1 */
 int rlx_flow_sequence(rlx_flow *f, const rlx_flow *sub);
