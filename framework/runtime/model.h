@@ -79,7 +79,6 @@ void rg_model_free_weights(rlx_model *m);
 /* build.c: run a flow into a graph */
 int rg_build(rlx_model *m, const rlx_flow *f, int phase, int64_t T, int64_t ctx, rg_graph **out,
              rlx_diag *d);
-int rg_eval_cond(rlx_model *m, const char *cond, int phase);
 int rg_config_lookup(rlx_model *m, const char *key, double *out);
 
 /* compile.c: build + passes + legalize + plan + backend compile, cached per shape */
