@@ -40,6 +40,19 @@ static void teardown(void)
     free(dir);
 }
 
+/* what rlx_flow_print writes for f (caller frees) */
+static char *printed(const rlx_flow *f)
+{
+    FILE *out = tmpfile();
+    rlx_flow_print(f, out);
+    long n = ftell(out);
+    rewind(out);
+    char *t = calloc(1, (size_t)n + 1);
+    ck_assert_uint_eq(fread(t, 1, (size_t)n, out), (size_t)n);
+    fclose(out);
+    return t;
+}
+
 START_TEST(loads_and_prints)
 {
     const char *p = write_json("ok.json",
@@ -54,13 +67,7 @@ START_TEST(loads_and_prints)
     rlx_diag d;
     rlx_diag_init(&d);
     ck_assert_msg(rlx_flow_load_json(p, &f, &d) == 0, "%s", d.msg);
-    FILE *out = tmpfile();
-    rlx_flow_print(f, out);
-    rewind(out);
-    char text[4096];
-    size_t n = fread(text, 1, sizeof text - 1, out);
-    text[n] = 0;
-    fclose(out);
+    char *text = printed(f);
     ck_assert_str_eq(text,
         "flow tiny\n"
         "  input input_ids I32 [T]\n"
@@ -73,6 +80,7 @@ START_TEST(loads_and_prints)
         "  when phase=decode\n"
         "    sequence body\n"
         "      stage lm_head {}\n");
+    free(text);
     rlx_flow_free(f);
 }
 END_TEST
@@ -134,19 +142,6 @@ START_TEST(flow_api_rejects_bad_calls)
     rlx_flow_free(f);
 }
 END_TEST
-
-/* a flow file's text printed by rlx_flow_print */
-static char *printed(const rlx_flow *f)
-{
-    FILE *out = tmpfile();
-    rlx_flow_print(f, out);
-    long n = ftell(out);
-    rewind(out);
-    char *t = calloc(1, (size_t)n + 1);
-    ck_assert_uint_eq(fread(t, 1, (size_t)n, out), (size_t)n);
-    fclose(out);
-    return t;
-}
 
 START_TEST(layer_conditions)
 {
