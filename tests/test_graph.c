@@ -226,6 +226,38 @@ START_TEST(when_selects_by_innermost_repeat_index)
 }
 END_TEST
 
+/* prefill and decode flows that differ are written as one file, each under its phase */
+START_TEST(dump_flow_json_keeps_each_phase)
+{
+    rlx_flow *pre = flow_x(8), *dec = flow_x(8);
+    ck_assert_int_eq(rlx_flow_stage(pre, "a", "{\"k\": 1}"), 0);
+    ck_assert_int_eq(rlx_flow_stage(dec, "b", NULL), 0);
+    rlx_model_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.prefill = pre;
+    spec.decode = dec;
+    spec.backend = fake_backend(ALL_OPS);
+    rlx_model *m = NULL;
+    rlx_diag d;
+    rlx_diag_init(&d);
+    ck_assert_msg(rlx_model_from_flow(&spec, NULL, &m, &d) == 0, "%s", d.msg);
+    char *text = NULL;
+    size_t n = 0;
+    FILE *out = open_memstream(&text, &n);
+    ck_assert_msg(rlx_model_dump_flow_json(m, out, &d) == 0, "%s", d.msg);
+    fclose(out);
+    ck_assert_str_eq(text,
+        "{\n  \"name\": \"test\",\n  \"inputs\": [\n"
+        "    {\"name\": \"x\", \"dtype\": \"F32\", \"shape\": [-1, 8]}\n  ],\n  \"stages\": [\n"
+        "    {\"when\": \"phase=prefill\", \"stages\": [\n      {\"block\": \"a\", \"params\": {\"k\": 1}}\n    ]},\n"
+        "    {\"when\": \"phase=decode\", \"stages\": [\n      {\"block\": \"b\"}\n    ]}\n  ]\n}\n");
+    free(text);
+    rlx_model_close(m);
+    rlx_flow_free(pre);
+    rlx_flow_free(dec);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- DCE */
 
 static int emit_dead_branch(rlx_ctx *c, const rlx_host_api *h, void *u)
@@ -625,6 +657,7 @@ static Suite *suite(void)
     tcase_add_test(t, shape_error_names_stage_op_and_shapes);
     tcase_add_test(t, unknown_op_and_no_output);
     tcase_add_test(t, when_selects_by_innermost_repeat_index);
+    tcase_add_test(t, dump_flow_json_keeps_each_phase);
     tcase_add_test(t, dce_removes_unused_nodes);
     tcase_add_test(t, fusion_forms_composites_under_fusable);
     tcase_add_test(t, assert_clean_fails_on_unfused_pattern);
