@@ -19,21 +19,34 @@ int rg_config_lookup(const rg_build_env *env, const char *key, double *out)
     return RLX_ERR_NOT_FOUND;
 }
 
-int rg_eval_cond(const rg_build_env *env, const char *cond, int phase)
+/* *holds: whether the `when` condition holds; fails for layer outside any repeat */
+static int eval_cond(rlx_ctx *c, const char *root, const char *cond, int *holds)
 {
-    if (!strcmp(cond, "phase=prefill")) return phase == RLX_PHASE_PREFILL;
-    if (!strcmp(cond, "phase=decode")) return phase == RLX_PHASE_DECODE;
-    if (!strcmp(cond, "phase=encode")) return phase == RLX_PHASE_ENCODE;
-    int neg = cond[0] == '!';
-    double v = 0;
-    int found = rg_config_lookup(env, cond + (neg ? 8 : 7), &v) == 0;
-    int truthy = found && v != 0;
-    return neg ? !truthy : truthy;
+    rg_cond k;
+    if (rg_flow_cond_parse(cond, &k))
+        return rlx_diag_set(c->d, RLX_ERR_INVALID, "flow %s: bad condition \"%s\" (%s)", root,
+                            cond, RG_COND_FORMS);
+    int v = 0;
+    double x = 0;
+    switch (k.kind) {
+    case FC_PHASE: v = c->phase == k.phase; break;
+    case FC_CONFIG: v = rg_config_lookup(c->env, k.key, &x) == 0 && x != 0; break;
+    case FC_LAYER:
+        if (c->rep < 0)
+            return rlx_diag_set(c->d, RLX_ERR_INVALID,
+                                "flow %s: when \"%s\" is outside any repeat (layer is the innermost "
+                                "repeat's index)", root, cond);
+        v = k.mod ? c->rep % k.mod == k.lo : c->rep >= k.lo && (k.hi < 0 || c->rep <= k.hi);
+        break;
+    }
+    *holds = v != k.neg;
+    return 0;
 }
 
 typedef struct walk {
     rlx_ctx *c;
     uint32_t stage;
+    const char *root; /* the flow's name, for messages */
 } walk;
 
 static int run_items(walk *w, const rlx_flow *f);
@@ -74,8 +87,12 @@ static int run_items(walk *w, const rlx_flow *f)
         case FI_CUSTOM: rc = run_stage(w, it); break;
         case FI_SEQ: rc = run_items(w, it->body); break;
         case FI_WHEN:
-            if (rg_eval_cond(c->env, it->name, c->phase)) rc = run_items(w, it->body);
+        {
+            int holds = 0;
+            rc = eval_cond(c, w->root, it->name, &holds);
+            if (!rc && holds) rc = run_items(w, it->body);
             break;
+        }
         case FI_REPEAT: {
             int64_t n = it->n;
             if (it->n_key) {
@@ -125,7 +142,7 @@ int rg_build(const rg_build_env *env, const rlx_flow *f, int phase, int64_t T, i
         if (v < 0 || rg_map_set(&c.slots, in->name, v)) rc = c.failed ? c.failed : RLX_ERR_NOMEM;
     }
     if (!rc) {
-        walk w = {&c, 0};
+        walk w = {&c, 0, f->name};
         rc = run_items(&w, f);
     }
     if (!rc && c.g->n_outputs == 0)

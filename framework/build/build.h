@@ -15,8 +15,6 @@ typedef struct rg_build_env {
 
 int rg_build(const rg_build_env *env, const rlx_flow *f, int phase, int64_t T, int64_t ctx,
              rg_graph **out, rlx_diag *d);
-/* "phase=…", "config:KEY", "!config:KEY" */
-int rg_eval_cond(const rg_build_env *env, const char *cond, int phase);
 /* a config number: fields the loader defaulted first, then config.json by dotted key */
 int rg_config_lookup(const rg_build_env *env, const char *key, double *out);
 #endif

@@ -2,6 +2,7 @@
  * or compile a flow built in code; dumps and one-shot forward. */
 #include "runtime/exec.h"
 #include "build/flow.h"
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -292,6 +293,31 @@ RLX_API int rlx_model_dump_flow(rlx_model *m, FILE *out, rlx_diag *d)
     fprintf(out, "# decode\n");
     rlx_flow_print(m->flow[1], out);
     return 0;
+}
+
+RLX_API int rlx_model_dump_flow_json(rlx_model *m, FILE *out, rlx_diag *d)
+{
+    if (!m || !out) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_model_dump_flow_json: no model or stream");
+    json_t *pre = rg_flow_to_json(m->flow[0], d), *dec = pre ? rg_flow_to_json(m->flow[1], d) : NULL;
+    int rc = dec ? 0 : d && d->code ? d->code : RLX_ERR_NOMEM;
+    if (!rc && !json_equal(pre, dec)) {
+        /* one file holds one input list; each phase keeps its own stages */
+        if (!json_equal(json_object_get(pre, "inputs"), json_object_get(dec, "inputs")))
+            rc = rlx_diag_set(d, RLX_ERR_UNSUPPORTED,
+                              "flow %s: the prefill and decode flows declare different inputs, which one "
+                              "JSON flow cannot hold", m->flow[0]->name);
+        json_t *w[2] = {json_pack("{s:s,s:O}", "when", "phase=prefill", "stages", json_object_get(pre, "stages")),
+                        json_pack("{s:s,s:O}", "when", "phase=decode", "stages", json_object_get(dec, "stages"))};
+        if (!rc && (!w[0] || !w[1] || json_object_set_new(pre, "stages", json_pack("[OO]", w[0], w[1]))))
+            rc = rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+        json_decref(w[0]);
+        json_decref(w[1]);
+    }
+    if (!rc && rg_flow_json_write(pre, out))
+        rc = rlx_diag_set(d, RLX_ERR_IO, "flow %s: writing the JSON failed", m->flow[0]->name);
+    json_decref(pre);
+    json_decref(dec);
+    return rc;
 }
 
 int64_t rg_default_ctx(const rlx_model *m)

@@ -170,11 +170,17 @@ int rlx_flow_input_fill(rlx_flow *f, const char *name, int fill);
 int rlx_flow_stage(rlx_flow *f, const char *block, const char *params_json);
 int rlx_flow_repeat(rlx_flow *f, int64_t n, const rlx_flow *body); /* {i} = 0..n-1 */
 int rlx_flow_sequence(rlx_flow *f, const rlx_flow *sub);
-/* cond: "phase=prefill", "phase=decode", "config:KEY" (truthy), "!config:KEY" */
+/* cond: "phase=prefill|decode|encode", "config:KEY" (truthy), or the index of the
+ * innermost enclosing repeat (the {i} of its params) named layer: "layer=N",
+ * "layer=A..B" (A to B inclusive), "layer=A.." (A to the last), "layer%M=R".
+ * A leading "!" negates any of them ("!layer=0": every layer but the first). */
 int rlx_flow_when(rlx_flow *f, const char *cond, const rlx_flow *body);
 typedef int (*rlx_custom_emit_fn)(rlx_ctx *c, const rlx_host_api *host, void *user);
 int rlx_flow_custom(rlx_flow *f, const char *name, rlx_custom_emit_fn fn, void *user);
 int rlx_flow_load_json(const char *path, rlx_flow **out, rlx_diag *d);
+/* the flow as a JSON flow file that rlx_flow_load_json reads back (fails naming a
+ * custom stage: C code has no JSON form) */
+int rlx_flow_write_json(const rlx_flow *f, FILE *out, rlx_diag *d);
 void rlx_flow_print(const rlx_flow *f, FILE *out);
 
 /* ---------------------------------------------------------------- models and sessions */
@@ -203,6 +209,9 @@ const char *rlx_model_backend_name(const rlx_model *m);
 int rlx_model_threads(const rlx_model *m);
 /* print the flow / the compiled graph after passes (op counts, fused regions, arena) */
 int rlx_model_dump_flow(rlx_model *m, FILE *out, rlx_diag *d);
+/* the prefill and decode flows as one JSON flow file for rlx_model_options.flow_file
+ * (one flow when they are the same, else each under a phase= condition) */
+int rlx_model_dump_flow_json(rlx_model *m, FILE *out, rlx_diag *d);
 int rlx_model_dump_graph(rlx_model *m, int phase, int64_t seq_len, FILE *out, rlx_diag *d);
 
 /* ctx_len: KV cache rows (0: min(max_position_embeddings, 4096)) */
