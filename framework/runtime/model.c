@@ -166,6 +166,7 @@ static int load_profiles(rlx_model *m, const rlx_model_options *opt, rlx_diag *d
 
 static int build_flows(rlx_model *m, const rlx_model_options *opt, rlx_diag *d)
 {
+    m->encoder = arch_encodes(m->arch); /* a flow file for an encoder runs as one too */
     if (opt->flow_file) {
         rlx_flow *f = NULL;
         int rc = rlx_flow_load_json(opt->flow_file, &f, d);
@@ -180,7 +181,6 @@ static int build_flows(rlx_model *m, const rlx_model_options *opt, rlx_diag *d)
         return m->flow[1] ? 0 : rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     }
     static const int phases[2] = {RLX_PHASE_PREFILL, RLX_PHASE_DECODE};
-    m->encoder = arch_encodes(m->arch);
     for (int k = 0; k < 2; k++) {
         if (k && m->encoder) /* one flow: the second slot is a copy of it */
             return (m->flow[1] = rg_flow_clone(m->flow[0])) ? 0 : rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
