@@ -27,6 +27,8 @@ static const char help[] =
     "  --threads N          CPU worker threads (0: one per physical core)\n"
     "  --profile NAME|FILE  compile profile\n"
     "  --policy direct|fusable fusion policy\n"
+    "  --precision f32|f16|bf16 compute dtype, overriding the profile's precision.compute\n"
+    "  --mixed none|auto      precision.mixed (auto: only matmul weights in 16 bits)\n"
     "  --reps R             repetitions (default 3)\n"
     "  --seed S             seed of the random weights and prompt (default 1)\n"
     "  --no-reference       skip the same-run ceilings (CPU: read GB/s, OpenBLAS sgemm)\n"

@@ -117,11 +117,13 @@ static int32_t weight(rlx_ctx *c, const char *name, const rlx_shape *expect, int
     if (!c || c->failed) return -1;
     if (!name || !*name) return rg_ctx_fail(c, "emit_weight: a name is required"), -1;
     int32_t v = rg_map_get(&c->weights, name);
-    const rg_weight *w = NULL;
+    const rlx_tensor_info *w = NULL;
     if (v < 0) {
         rlx_diag d;
         rlx_diag_init(&d);
-        int rc = rg_model_weight(c->m, name, expect, optional, &w, &d);
+        /* only the name and shape here: the dtype is chosen by the precision pass and
+         * the tensor is converted/uploaded when the program is bound */
+        int rc = rg_model_weight_info(c->m, name, expect, optional, &w, &d);
         if (rc) return rg_ctx_fail_raw(c, rc, "%s", d.msg), -1;
         if (!w) return -1; /* optional and absent */
         v = rg_add_value(c->g, RG_WEIGHT, RLX_F32, &w->shape, name);

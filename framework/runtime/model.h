@@ -7,7 +7,8 @@
 typedef struct rg_weight {
     char *name;
     rlx_shape shape;
-    void *ptr;   /* what the backend reads: host F32 (mmapped or owned) or device */
+    int dtype;   /* as bound: f32, f16 or bf16 (one entry per name and dtype) */
+    void *ptr;   /* what the backend reads: host (mmapped or owned) or device */
     void *owned; /* malloc'd host copy, or NULL */
     int device;  /* ptr came from backend->alloc */
 } rg_weight;
@@ -69,7 +70,11 @@ struct rlx_session {
 /* min(max_position_embeddings, 4096) */
 int64_t rg_default_ctx(const rlx_model *m);
 
-/* model_weights.c: the F32 weight the backend reads, converted once. */
+/* model_weights.c: the weight the backend reads in dtype, converted once (f32 for
+ * rg_model_weight); rg_model_weight_info only finds and checks the checkpoint tensor. */
+int rg_model_weight_info(rlx_model *m, const char *name, const rlx_shape *expect, int optional,
+                         const rlx_tensor_info **out, rlx_diag *d);
+int rg_model_weight_as(rlx_model *m, const char *name, int dtype, const rg_weight **out, rlx_diag *d);
 int rg_model_weight(rlx_model *m, const char *name, const rlx_shape *expect, int optional,
                     const rg_weight **out, rlx_diag *d);
 /* name of the file holding tensor name (for messages) */
