@@ -4,6 +4,7 @@
 #include "ir/ops.h"
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 rlx_value_desc *rg_value_descs(const rg_graph *g)
 {
@@ -31,13 +32,14 @@ int rg_backend_supports(const rlx_backend *be, const rg_graph *g, const rlx_valu
     for (const char *const *o = be->ops; o && *o; o++)
         if (!strcmp(*o, n->op)) listed = 1;
     if (!listed) return 0;
-    if (!be->supports_op) { /* then every float operand must be in a dtype it lists */
+    if (!be->supports_op && !strcmp(n->op, "rlx.cast")) return 1;
+    if (!be->supports_op) { /* every float operand in a dtype it lists */
         for (uint32_t j = 0; j < n->n_in + n->n_out; j++) {
             int32_t v = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
             if (v < 0) continue;
             int dt = vd[v].dtype, ok = !(dt == RLX_F32 || dt == RLX_F16 || dt == RLX_BF16);
             for (const char *const *t = be->dtypes; !ok && t && *t; t++)
-                ok = !strcmp(*t, rlx_dtype_name(dt));
+                ok = !strcasecmp(*t, rlx_dtype_name(dt));
             if (!ok && !(dt == RLX_F32 && !be->dtypes)) return 0;
         }
         return 1;

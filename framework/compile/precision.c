@@ -129,8 +129,16 @@ int rg_pass_casts(rg_graph *g, const rlx_backend *be, int must, rg_stats *st, rl
             int32_t v = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
             if (v >= 0 && is_float(tv[v].dtype)) tv[v].dtype = RLX_F32;
         }
-        int ok32 = rg_backend_supports(be, g, tv, n);
+        int ok32 = rg_backend_supports(be, g, tv, n), has_cast = 0;
         free(tv);
+        for (const char *const *o = be->ops; o && *o; o++) has_cast |= !strcmp(*o, "rlx.cast");
+        if (ok32 && !has_cast) {
+            char dt[256];
+            dtypes_str(g, n, dt, sizeof dt);
+            rc = rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "backend %s cannot run %s in %s and has no rlx.cast to run it in F32 (%s)",
+                              be->name, n->op, dt, n->where ? n->where : "?");
+            break;
+        }
         if (!ok32) {
             if (must) {
                 char dt[256];
