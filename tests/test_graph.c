@@ -471,6 +471,24 @@ static int emit_missing(rlx_ctx *c, const rlx_host_api *h, void *u)
     return h->emit_weight(c, "model.norm.weight", NULL) < 0;
 }
 
+/* a weight whose only consumer is dead: emitted, then dropped by DCE */
+static int emit_dead(rlx_ctx *c, const rlx_host_api *h, void *u)
+{
+    (void)u;
+    int32_t up = h->emit_weight(c, "model.layers.0.mlp.up_proj.weight", NULL);
+    int32_t in[2] = {up, up};
+    if (h->emit_op(c, "rlx.add", in, 2, NULL, 0) < 0) return 1;
+    return emit_tied(c, h, u);
+}
+
+static uint64_t bound_bytes;
+static void count_bound(void *user, uint64_t done, uint64_t total)
+{
+    (void)user;
+    (void)total;
+    bound_bytes = done;
+}
+
 START_TEST(weights_tied_once_and_shape_checked)
 {
     char *dir = tu_mkdtemp();
@@ -500,11 +518,29 @@ START_TEST(weights_tied_once_and_shape_checked)
     rlx_model_close(m);
     rlx_flow_free(f);
 
+    /* one-way pipeline: only weights the passes keep are converted and bound */
+    f = flow_x(4);
+    rlx_flow_custom(f, "dead", emit_dead, NULL);
+    rlx_model_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.prefill = f;
+    spec.backend = fake_backend(ALL_OPS);
+    spec.weights = w;
+    rlx_model_options o;
+    rlx_model_options_init(&o);
+    o.progress = count_bound;
+    bound_bytes = 0;
+    ck_assert_msg(rlx_model_from_flow(&spec, &o, &m, &d) == 0, "%s", d.msg);
+    ck_assert_msg(compile(m, 2, &d) == 0, "%s", d.msg);
+    ck_assert_int_eq(bound_bytes, sizeof emb); /* the embedding only, not up_proj */
+    rlx_model_close(m);
+    rlx_flow_free(f);
+
     f = flow_x(4);
     rlx_flow_custom(f, "mlp", emit_wrong_shape, NULL);
     m = model(f, ALL_OPS, "direct", NULL, w);
     ck_assert_int_eq(compile(m, 2, &d), RLX_ERR_INVALID);
-    ck_assert_str_eq(d.msg, "tensor model.layers.0.mlp.up_proj.weight: expected [160, 64], found [64, 160] (weights)");
+    ck_assert_str_eq(d.msg, "tensor model.layers.0.mlp.up_proj.weight: expected [160, 64], found [64, 160] (w.safetensors)");
     rlx_model_close(m);
     rlx_flow_free(f);
 
@@ -512,7 +548,7 @@ START_TEST(weights_tied_once_and_shape_checked)
     rlx_flow_custom(f, "norm", emit_missing, NULL);
     m = model(f, ALL_OPS, "direct", NULL, w);
     ck_assert_int_eq(compile(m, 2, &d), RLX_ERR_NOT_FOUND);
-    ck_assert_str_eq(d.msg, "tensor model.norm.weight: not in the checkpoint (weights)");
+    ck_assert_str_eq(d.msg, "tensor model.norm.weight: not in the checkpoint (w.safetensors)");
     rlx_model_close(m);
     rlx_flow_free(f);
     rlx_weights_close(w);

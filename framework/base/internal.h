@@ -36,6 +36,8 @@ int rlx__json_parse(const char *buf, size_t len, const char *origin, struct json
                     rlx_diag *d);
 const char *rlx__json_type_name(const struct json_t *v); /* "a string", "an object", ... */
 /* Parses a safetensors image held in memory (not owned; must outlive the result). */
+/* the file name a tensor comes from, or the checkpoint's when t is NULL (for messages) */
+const char *rlx__weights_origin(const rlx_weights *w, const rlx_tensor_info *t);
 int rlx__st_parse(const void *buf, size_t len, const char *origin, rlx_weights **out, rlx_diag *d);
 #define RLX__MAX_JSON_FILE (100u << 20) /* configs, indexes and headers: 100 MB */
 /* ---- end io area ---- */

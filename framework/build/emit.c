@@ -117,27 +117,29 @@ static int32_t weight(rlx_ctx *c, const char *name, const rlx_shape *expect, int
     if (!c || c->failed) return -1;
     if (!name || !*name) return rg_ctx_fail(c, "emit_weight: a name is required"), -1;
     int32_t v = rg_map_get(&c->weights, name);
-    const rlx_tensor_info *w = NULL;
+    char a[96], b[96];
     if (v < 0) {
-        rlx_diag d;
-        rlx_diag_init(&d);
-        /* only the name and shape here: the dtype is chosen by the precision pass and
-         * the tensor is converted/uploaded when the program is bound */
-        int rc = rg_model_weight_info(c->m, name, expect, optional, &w, &d);
-        if (rc) return rg_ctx_fail_raw(c, rc, "%s", d.msg), -1;
-        if (!w) return -1; /* optional and absent */
-        v = rg_add_value(c->g, RG_WEIGHT, RLX_F32, &w->shape, name);
+        /* headers only: the runtime converts and uploads what survives the passes */
+        const rlx_tensor_info *t = c->env->weights ? rlx_weights_find(c->env->weights, name) : NULL;
+        if (!t && optional) return -1;
+        if (!t)
+            return rg_ctx_fail_raw(c, RLX_ERR_NOT_FOUND, "tensor %s: not in the checkpoint (%s)", name,
+                                   rlx__weights_origin(c->env->weights, NULL)), -1;
+        if (expect && !rg_shape_eq(expect, &t->shape))
+            return rg_ctx_fail_raw(c, RLX_ERR_INVALID, "tensor %s: expected %s, found %s (%s)", name,
+                                   rlx_shape_str(expect, a, sizeof a), rlx_shape_str(&t->shape, b, sizeof b),
+                                   rlx__weights_origin(c->env->weights, t)), -1;
+        v = rg_add_value(c->g, RG_WEIGHT, RLX_F32, &t->shape, name);
         if (v < 0 || rg_map_set(&c->weights, name, v))
             return rg_ctx_fail_raw(c, RLX_ERR_NOMEM, "out of memory"), -1;
         return v;
     }
     /* emitted before in this graph (tied embeddings): one value, checked again */
     if (expect && !rg_shape_eq(expect, &c->g->values[v].shape)) {
-        char a[96], b[96];
         return rg_ctx_fail_raw(c, RLX_ERR_INVALID, "tensor %s: expected %s, found %s (%s)", name,
                                rlx_shape_str(expect, a, sizeof a),
                                rlx_shape_str(&c->g->values[v].shape, b, sizeof b),
-                               rg_weight_origin(c->m, name)), -1;
+                               rlx__weights_origin(c->env->weights, rlx_weights_find(c->env->weights, name))), -1;
     }
     return v;
 }
@@ -283,18 +285,18 @@ static int slot_set(rlx_ctx *c, const char *slot, int32_t value)
     return rg_map_set(&c->slots, slot, value);
 }
 
-static const rlx_model_config *model_config(rlx_ctx *c) { return c ? &c->m->cfg : NULL; }
+static const rlx_model_config *model_config(rlx_ctx *c) { return c ? c->env->cfg : NULL; }
 
 static int config_number(rlx_ctx *c, const char *key, double *out)
 {
     if (!c || !key || !out) return RLX_ERR_INVALID;
-    return rg_config_lookup(c->m, key, out);
+    return rg_config_lookup(c->env, key, out);
 }
 
 static const char *fusion_policy(rlx_ctx *c)
 {
     if (!c) return "direct";
-    return c->m->policy[c->phase == RLX_PHASE_DECODE ? 1 : 0];
+    return c->env->policy ? c->env->policy : "direct";
 }
 
 static int phase(rlx_ctx *c) { return c ? c->phase : RLX_PHASE_PREFILL; }

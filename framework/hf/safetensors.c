@@ -19,6 +19,7 @@ typedef struct st_file {
 
 struct rlx_weights {
     char *origin; /* what the caller opened */
+    int indexed;  /* opened through a .safetensors.index.json */
     st_file *files;
     size_t n_files;
     rlx_tensor_info *t;
@@ -372,6 +373,7 @@ static int shard_name_ok(const char *s)
 
 static int open_index(rlx_weights *w, const char *index_path, rlx_diag *d)
 {
+    w->indexed = 1;
     char *buf;
     size_t len;
     int rc = rlx__read_small_file(index_path, RLX__MAX_JSON_FILE, &buf, &len, d);
@@ -543,6 +545,20 @@ RLX_API const char *rlx_weights_file_of(const rlx_weights *w, const rlx_tensor_i
     if (!w) return "";
     if (!t || t < w->t || t >= w->t + w->n) return w->origin;
     return w->files[w->t_file[t - w->t]].path;
+}
+
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+const char *rlx__weights_origin(const rlx_weights *w, const rlx_tensor_info *t)
+{
+    if (!w) return "weights";
+    if (t && t >= w->t && t < w->t + w->n) return base_name(w->files[w->t_file[t - w->t]].path);
+    if (w->indexed) return "model.safetensors.index.json";
+    return w->n_files == 1 ? base_name(w->files[0].path) : base_name(w->origin);
 }
 
 RLX_API int rlx_weights_expect(const rlx_weights *w, const char *name, const rlx_shape *expect,

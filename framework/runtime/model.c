@@ -85,6 +85,8 @@ RLX_API int rlx_model_from_flow(const rlx_model_spec *spec, const rlx_model_opti
     m->registry = spec->registry;
     m->be = spec->backend;
     m->verbose = opt ? opt->verbose : 0;
+    m->progress = opt ? opt->progress : NULL;
+    m->progress_user = opt ? opt->progress_user : NULL;
     for (int k = 0; k < 2; k++) {
         if (spec->profile) m->profile[k] = *spec->profile;
         else rlx_profile_defaults(&m->profile[k]);
