@@ -97,6 +97,9 @@ RLX_API int rlx_model_from_flow(const rlx_model_spec *spec, const rlx_model_opti
     for (int k = 0; k < 2; k++) {
         if (spec->profile) m->profile[k] = *spec->profile;
         else rlx_profile_defaults(&m->profile[k]);
+        rlx_profile *p = &m->profile[k];
+        if (opt && opt->precision) snprintf(p->precision.compute, sizeof p->precision.compute, "%s", opt->precision);
+        if (opt && opt->mixed) snprintf(p->precision.mixed, sizeof p->precision.mixed, "%s", opt->mixed);
     }
     set_policy(m, opt);
     m->flow[0] = rg_flow_clone(spec->prefill);
@@ -151,15 +154,16 @@ static int load_profiles(rlx_model *m, const rlx_model_options *opt, rlx_diag *d
             }
             if (rc) return rc;
         }
-        /* f16/bf16 compute needs kernels no backend has yet: refuse rather than
-         * silently computing in f32 */
-        const rlx_profile *p = &m->profile[k];
-        if (strcmp(p->precision.compute, "f32") || strcmp(p->precision.mixed, "none"))
-            return rlx_diag_set(d, RLX_ERR_UNSUPPORTED,
-                                "profile %s: precision.compute \"%s\" / precision.mixed \"%s\": not "
-                                "implemented yet (rlx computes in f32; stored f16/bf16 weights are "
-                                "converted to f32 on load)",
-                                names[k] ? names[k] : "(defaults)", p->precision.compute, p->precision.mixed);
+        rlx_profile *p = &m->profile[k];
+        if (opt->precision) snprintf(p->precision.compute, sizeof p->precision.compute, "%s", opt->precision);
+        if (opt->mixed) snprintf(p->precision.mixed, sizeof p->precision.mixed, "%s", opt->mixed);
+        if (strcmp(p->precision.compute, "f32") && strcmp(p->precision.compute, "f16") &&
+            strcmp(p->precision.compute, "bf16"))
+            return rlx_diag_set(d, RLX_ERR_INVALID, "profile %s: precision.compute \"%s\": expected f32, f16 or bf16",
+                                names[k] ? names[k] : "(defaults)", p->precision.compute);
+        if (strcmp(p->precision.mixed, "none") && strcmp(p->precision.mixed, "auto"))
+            return rlx_diag_set(d, RLX_ERR_INVALID, "profile %s: precision.mixed \"%s\": expected none or auto",
+                                names[k] ? names[k] : "(defaults)", p->precision.mixed);
     }
     return 0;
 }
