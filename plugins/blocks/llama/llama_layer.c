@@ -61,6 +61,12 @@ static int layer_setup(const blk_em *e, layer_args *L)
     int64_t head_dim = cfg->head_dim > 0 ? cfg->head_dim
                        : cfg->num_heads > 0 ? cfg->hidden_size / cfg->num_heads : 0;
     const char *rope = h->param_str(e->c, "rope", "rope.inv_freq");
+    /* the layer index picks layer_types' sliding window (Qwen3, Mistral) */
+    int64_t layer = h->param_int(e->c, "layer", -1);
+    if (layer < -1 || layer >= cfg->num_layers || layer >= RLX_MAX_LAYERS)
+        return h->fail(e->c, "%s: layer %lld is out of range [0, %lld)", e->who, (long long)layer,
+                       (long long)cfg->num_layers);
+    int sliding = layer >= 0 && cfg->layer_types[layer] == RLX_LAYER_SLIDING;
     L->attn = (blk_attn_args){
         .prefix = L->attn_prefix,
         .num_heads = cfg->num_heads,
@@ -72,6 +78,7 @@ static int layer_setup(const blk_em *e, layer_args *L)
         .qk_norm_eps = L->eps,
         .inv_freq_slot = rope && *rope ? rope : NULL,
         .causal = 1,
+        .window = sliding ? cfg->sliding_window : 0,
         .cache = L->cache,
     };
     if (L->attn.num_heads <= 0 || head_dim <= 0 || L->attn.num_heads % L->attn.num_kv_heads)
@@ -126,7 +133,8 @@ const rlx_block blk_llama_decoder_layer = {
     (uint32_t)RLX_STRUCT_SIZE(rlx_block, emit), "llama.decoder_layer",
     "LLaMA decoder layer (pre-norm attention + SwiGLU MLP) over the layer's KV cache",
     "prefix: str (model.layers.{i}.); cache: str (cache.{i}: states cache.{i}.k/.v); "
-    "eps: float (config); rope: slot (rope.inv_freq); qk_norm: int (0)",
+    "eps: float (config); rope: slot (rope.inv_freq); qk_norm: int (0); "
+    "layer: int ({i}: selects layer_types / sliding_window)",
     decoder_layer};
 
 const rlx_block blk_llama_decoder_layer_composed = {
