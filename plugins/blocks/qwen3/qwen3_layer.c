@@ -40,32 +40,29 @@ static int decoder_layer(rlx_ctx *c, const rlx_host_api *h)
                        (long long)nkv);
     int sliding = layer >= 0 && cfg->layer_types[layer] == RLX_LAYER_SLIDING;
     const char *rope = h->param_str(c, "rope", "rope.inv_freq");
-    blk_attn_args a = {
-        .prefix = attn,
-        .num_heads = cfg->num_heads,
-        .num_kv_heads = nkv,
-        .head_dim = head_dim,
-        .hidden = cfg->hidden_size,
-        .bias = cfg->attention_bias,
-        .qk_norm = (int)h->param_int(c, "qk_norm", 1),
-        .qk_norm_eps = eps,
-        .inv_freq_slot = rope && *rope ? rope : NULL,
-        .causal = 1,
-        .window = sliding ? cfg->sliding_window : 0,
-        .cache = cache_name,
+    blk_prenorm_args L = {
+        .in_norm = in_norm,
+        .post_norm = post_norm,
+        .eps = eps,
+        .mlp = mlp,
+        .intermediate = cfg->intermediate_size,
+        .mlp_bias = cfg->mlp_bias,
+        .attn = {
+            .prefix = attn,
+            .num_heads = cfg->num_heads,
+            .num_kv_heads = nkv,
+            .head_dim = head_dim,
+            .hidden = cfg->hidden_size,
+            .bias = cfg->attention_bias,
+            .qk_norm = (int)h->param_int(c, "qk_norm", 1),
+            .qk_norm_eps = eps,
+            .inv_freq_slot = rope && *rope ? rope : NULL,
+            .causal = 1,
+            .window = sliding ? cfg->sliding_window : 0,
+            .cache = cache_name,
+        },
     };
-
-    int32_t x = blk_slot(&e, "hidden");
-    if (x < 0) return RLX_ERR_INVALID;
-    int32_t n1 = blk_rms_norm(&e, x, in_norm, eps, 0);
-    int32_t y = n1 < 0 ? -1 : blk_self_attention(&e, n1, &a);
-    int32_t s, n2;
-    if (y < 0 || blk_add_rms_norm(&e, x, y, post_norm, eps, 0, &s, &n2) != 0)
-        return RLX_ERR_INVALID;
-    int32_t m = blk_swiglu_mlp(&e, n2, mlp, cfg->intermediate_size, cfg->mlp_bias);
-    int32_t out = blk_op2(&e, "rlx.add", s, m);
-    if (out < 0) return RLX_ERR_INVALID;
-    return h->slot_set(c, "hidden", out) == 0 ? 0 : RLX_ERR_INVALID;
+    return blk_prenorm_layer(&e, &L);
 }
 
 const rlx_block blk_qwen3_decoder_layer = {
