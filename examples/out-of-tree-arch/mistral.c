@@ -8,7 +8,7 @@
  *   token_embed -> rope_tables -> repeat(L, llama.decoder_layer) -> final_norm -> lm_head
  * llama.decoder_layer reads its layer's type ("layer": "{i}") and the window from the
  * config. The plugin talks to rlx only through the host table it is handed at init. */
-#include <rlx/plugin.h>
+#include <rlx/plugin_util.h> /* rlx/plugin.h and the plugin-definition macros */
 #include <string.h>
 
 /* MistralConfig's defaults (transformers), for keys config.json leaves out */
@@ -92,26 +92,7 @@ static const rlx_arch mistral_arch = {
     .configure = configure,
 };
 
-static const rlx_arch *const archs[] = {&mistral_arch};
-
-static const rlx_plugin_desc desc = {
-    .struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_plugin_desc, n_archs),
-    .abi_major = RLX_ABI_MAJOR,
-    .abi_minor = RLX_ABI_MINOR,
-    .name = "arch-mistral",
-    .version = "1.0.0",
-    .summary = "Mistral recipe (out of tree): config.json -> prefill and decode flows",
-    .archs = archs,
-    .n_archs = 1,
-};
-
-RLX_EXPORT const rlx_plugin_desc *rlx_plugin_init(const rlx_host_api *host);
-
-RLX_EXPORT const rlx_plugin_desc *rlx_plugin_init(const rlx_host_api *host)
-{
-    /* our major, and a host table that has the last service we call (ABI 1.1) */
-    if (!host || host->abi_major != RLX_ABI_MAJOR ||
-        host->struct_size < RLX_STRUCT_SIZE(rlx_host_api, flow_input_fill))
-        return NULL;
-    return &desc;
-}
+/* the descriptor and rlx_plugin_init, which refuses a host of another ABI major or one
+ * without the services we call */
+RLX_ARCH_PLUGIN("arch-mistral", "Mistral recipe (out of tree): config.json -> prefill and decode flows",
+                mistral_arch)

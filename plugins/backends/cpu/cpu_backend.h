@@ -93,7 +93,8 @@ typedef struct cpu_op_def {
 
 /* cpu_ops.c: the op table and shared compile helpers */
 const cpu_op_def *cpu_op_find(const char *name);
-extern const char *const cpu_op_names[];
+extern const char *cpu_op_names[];
+void cpu_ops_init(void); /* fills cpu_op_names; before the host reads the descriptor */
 const rlx_value_desc *cpu_val(const cpu_compile_ctx *c, uint32_t input_slot); /* NULL if absent */
 const rlx_value_desc *cpu_out(const cpu_compile_ctx *c, uint32_t output_slot);
 int64_t cpu_numel(const rlx_shape *s);

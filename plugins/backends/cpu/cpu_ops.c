@@ -39,14 +39,13 @@ static const cpu_op_def op_table[] = {
 
 #define N_OPS (sizeof op_table / sizeof op_table[0])
 
-const char *const cpu_op_names[N_OPS + 1] = {
-    "rlx.embedding", "rlx.matmul", "rlx.matmul_nn", "rlx.add", "rlx.sub", "rlx.mul",
-    "rlx.scale", "rlx.add_scalar", "rlx.silu", "rlx.gelu", "rlx.gelu_tanh", "rlx.tanh",
-    "rlx.softcap", "rlx.softmax", "rlx.rms_norm", "rlx.layer_norm", "rlx.rope",
-    "rlx.attention", "rlx.cache_write", "rlx.transpose", "rlx.concat", "rlx.slice",
-    "rlx.last_row", "rlx.copy", "rlx.cast", "rlx.swiglu", "rlx.geglu_tanh",
-    "rlx.add_rms_norm", "rlx.linear_swiglu", NULL,
-};
+/* the backend's op list, read from the table (one home for the names) */
+const char *cpu_op_names[N_OPS + 1];
+
+void cpu_ops_init(void)
+{
+    for (size_t i = 0; i < N_OPS; i++) cpu_op_names[i] = op_table[i].name;
+}
 
 const cpu_op_def *cpu_op_find(const char *name)
 {

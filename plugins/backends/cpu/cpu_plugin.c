@@ -443,5 +443,6 @@ RLX_EXPORT const rlx_plugin_desc *rlx_plugin_init(const rlx_host_api *host)
         return NULL;
     }
     cpu_host = host;
+    cpu_ops_init();
     return &cpu_plugin_desc;
 }

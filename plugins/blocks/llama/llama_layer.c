@@ -53,14 +53,18 @@ static int layer_setup(const blk_em *e, layer_args *L)
         blk_join(e, L->in_norm, L->prefix, "input_layernorm.weight") < 0 ||
         blk_join(e, L->post_norm, L->prefix, "post_attention_layernorm.weight") < 0)
         return RLX_ERR_INVALID;
+    int64_t heads, nkv, head_dim;
+    if (blk_heads(e, &heads, &nkv, &head_dim)) return RLX_ERR_INVALID;
+    /* the layer index picks layer_types' sliding window (Qwen3, Mistral, Phi-3) */
     int64_t layer = h->param_int(e->c, "layer", -1);
     if (layer < -1 || layer >= cfg->num_layers || layer >= RLX_MAX_LAYERS)
         return h->fail(e->c, "%s: layer %lld is out of range [0, %lld)", e->who, (long long)layer,
                        (long long)cfg->num_layers);
     int sliding = layer >= 0 && cfg->layer_types[layer] == RLX_LAYER_SLIDING;
+    if (sliding && cfg->sliding_window <= 0)
+        return h->fail(e->c, "%s: config.json: layer %lld is sliding_attention but sliding_window is not set",
+                       e->who, (long long)layer);
     double eps = h->param_float(e->c, "eps", cfg->norm_eps);
-    int64_t head_dim = cfg->head_dim > 0 ? cfg->head_dim
-                       : cfg->num_heads > 0 ? cfg->hidden_size / cfg->num_heads : 0;
     const char *rope = h->param_str(e->c, "rope", "rope.inv_freq");
     L->p = (blk_prenorm_args){
         .in_norm = L->in_norm,
@@ -72,8 +76,8 @@ static int layer_setup(const blk_em *e, layer_args *L)
         .mlp_bias = cfg->mlp_bias,
         .attn = {
             .prefix = L->attn_prefix,
-            .num_heads = cfg->num_heads,
-            .num_kv_heads = cfg->num_kv_heads > 0 ? cfg->num_kv_heads : cfg->num_heads,
+            .num_heads = heads,
+            .num_kv_heads = nkv,
             .head_dim = head_dim,
             .hidden = cfg->hidden_size,
             .bias = cfg->attention_bias,
@@ -86,14 +90,6 @@ static int layer_setup(const blk_em *e, layer_args *L)
             .qkv = h->param_int(e->c, "fused_qkv", 0) ? "qkv_proj.weight" : NULL,
         },
     };
-    const blk_attn_args *a = &L->p.attn;
-    if (a->num_heads <= 0 || head_dim <= 0 || a->num_heads % a->num_kv_heads)
-        return h->fail(e->c, "%s: config.json: num_attention_heads %lld is not a multiple of "
-                       "num_key_value_heads %lld", e->who, (long long)a->num_heads,
-                       (long long)a->num_kv_heads);
-    if (sliding && cfg->sliding_window <= 0)
-        return h->fail(e->c, "%s: config.json: layer %lld is sliding_attention but sliding_window is not set",
-                       e->who, (long long)layer);
     return 0;
 }
 

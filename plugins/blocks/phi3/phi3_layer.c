@@ -6,7 +6,7 @@
  * Reads and writes "hidden"; K/V live in cache.{i}.k/.v (prefill and decode share it). */
 #include <stdio.h>
 #include <string.h>
-#include "../../common/rlx_plugin_boilerplate.h"
+#include "rlx/plugin_util.h"
 
 /* a string the JSON text below can hold as is */
 static int plain(const char *s) { return !strpbrk(s, "\"\\"); }
