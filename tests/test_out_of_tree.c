@@ -227,34 +227,20 @@ START_TEST(arch_example_decode)
     const char *oot = mistral_plugin();
     int c = _i;
     char out_path[4300], cmd[40000], pre[12000], what[96], ids_arg[1024];
-    rlx_weights *ref = pu_open_ref(MISTRAL);
-    size_t t, nfull, nlog;
-    int32_t *ids = pu_read_case_ids(ref, c, &t);
-    float *full = pu_read_case_f32(ref, c, "full_logits", &nfull);
-    float *want_prefill = pu_read_case_f32(ref, c, "logits", &nlog);
-    size_t vocab = nlog / t;
-    ck_assert_uint_ge(nfull / vocab, t + N_GEN - 1);
-    json_t *rj = pu_load_json(tu_fixture(MISTRAL "/ref.json"));
-    json_t *rc = json_array_get(json_object_get(rj, "cases"), (size_t)c);
-    json_t *greedy = json_object_get(rc, "greedy_continuation");
-    json_t *margins = json_object_get(rc, "top2_margins");
-    ck_assert(json_array_size(greedy) == N_GEN && json_array_size(margins) == N_GEN);
-    pu_ids_arg(ids_arg, sizeof ids_arg, ids, t);
+    pu_gen_case k;
+    pu_gen_case_open(&k, MISTRAL, c, N_GEN);
+    pu_ids_arg(ids_arg, sizeof ids_arg, k.ids, k.t);
     snprintf(what, sizeof what, MISTRAL " case %d (out of tree)", c);
     snprintf(out_path, sizeof out_path, "%s/logits%d.safetensors", oot, c);
     installed(pre, sizeof pre, "rlx-run", oot);
     snprintf(cmd, sizeof cmd, "%s generate --model '%s' --ids %s -n %d --greedy --json --logits-out '%s'", pre,
              tu_fixture(MISTRAL), ids_arg, N_GEN, out_path);
-    json_decref(pu_check_generated(pu_run_ok(cmd, 240), ids, t, greedy, margins, N_GEN, what));
+    json_decref(pu_check_generated(pu_run_ok(cmd, 240), k.ids, k.t, k.greedy, k.margins, N_GEN, what));
     /* decode steps reach position t + 8: past the window of 7 in every case */
     float *first = NULL;
-    pu_check_generate_logits(out_path, want_prefill, nlog, full, t, vocab, N_GEN, &first, "out of tree", what);
+    pu_check_generate_logits(out_path, k.prefill, k.nlog, k.full, k.t, k.vocab, N_GEN, &first, "out of tree", what);
     free(first);
-    json_decref(rj);
-    free(full);
-    free(want_prefill);
-    free(ids);
-    rlx_weights_close(ref);
+    pu_gen_case_close(&k);
 }
 END_TEST
 
