@@ -29,6 +29,10 @@ int rlx__running_uninstalled(void);
 
 /* ---- io area (weights, config, profiles): framework/io.am ---- */
 struct json_t; /* jansson, kept out of every other area's includes */
+struct stat;
+/* Opens a file for reading without blocking on a FIFO or device; refuses anything but
+ * a regular file after links ("x: a FIFO, not a regular file"). fd is blocking then. */
+int rlx__open_regular(const char *path, int *fd, struct stat *st, rlx_diag *d);
 /* Reads a whole file of at most max_bytes (NUL-terminated copy). */
 int rlx__read_small_file(const char *path, size_t max_bytes, char **out, size_t *len, rlx_diag *d);
 /* jansson with duplicate keys rejected; error names origin, line and column. */

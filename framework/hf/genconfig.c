@@ -40,7 +40,7 @@ RLX_API int rlx_generation_config_load(const char *dir, const rlx_model_config *
     char file[4096];
     snprintf(file, sizeof file, "%s/generation_config.json", dir);
     struct stat st;
-    if (stat(file, &st) != 0) return RLX_OK; /* optional */
+    if (lstat(file, &st) != 0) return RLX_OK; /* optional; a dangling link is reported */
     char *buf;
     size_t len;
     int rc = rlx__read_small_file(file, RLX__MAX_JSON_FILE, &buf, &len, d);
