@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static char *tmp;
 
@@ -109,6 +111,66 @@ START_TEST(bad_inputs_files)
 }
 END_TEST
 
+/* A model folder of links to the demo's files where one file is a FIFO, a folder, a
+ * dangling link or a device: exit 1 naming the file and what it is, never a hang. */
+START_TEST(special_files)
+{
+    static const char *const files[] = {"config.json", "model.safetensors", "tokenizer.json",
+                                        "generation_config.json"};
+    static const char *const kinds[][2] = {{"fifo", "a FIFO, not a regular file"},
+                                           {"dir", "a directory, not a regular file"},
+                                           {"dangling", "a dangling symbolic link"},
+                                           {"zero", "a character device, not a regular file"}};
+    static const char *const all[] = {"config.json", "model.safetensors", "tokenizer.json",
+                                      "generation_config.json", "tokenizer_config.json"};
+    char demo[4096];
+    snprintf(demo, sizeof demo, "%s", tu_src("models/tiny-llama-py"));
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++)
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+            char *m = tu_mkdtemp(), path[4400], cmd[16384], want[4600];
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+                if (strcmp(all[i], files[f]) == 0) continue;
+                char src[4400];
+                snprintf(src, sizeof src, "%s/%s", demo, all[i]);
+                snprintf(path, sizeof path, "%s/%s", m, all[i]);
+                ck_assert_int_eq(symlink(src, path), 0);
+            }
+            snprintf(path, sizeof path, "%s/%s", m, files[f]);
+            if (k == 0) ck_assert_int_eq(mkfifo(path, 0600), 0);
+            if (k == 1) ck_assert_int_eq(mkdir(path, 0700), 0);
+            if (k == 2) ck_assert_int_eq(symlink("/nonexistent/x", path), 0);
+            if (k == 3) ck_assert_int_eq(symlink("/dev/zero", path), 0);
+            snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --prompt 'def' -n 2", rlx_run(), m);
+            snprintf(want, sizeof want, "%s: %s\n", path, kinds[k][1]);
+            tu_result r = tu_run(cmd, 30);
+            ck_assert_msg(r.status == 1, "%s as %s: exit %d: %s", files[f], kinds[k][0], r.status,
+                          r.err);
+            const char *line = strstr(r.err, path);
+            ck_assert_msg(line && strcmp(line, want) == 0, "%s as %s: stderr '%s', want '%s'",
+                          files[f], kinds[k][0], r.err, want);
+            tu_result_free(&r);
+            tu_rmrf(m);
+            free(m);
+        }
+    /* a flow file and a profile file that are FIFOs */
+    char *m = tu_mkdtemp(), fifo[4400], cmd[16384], want[4600];
+    snprintf(fifo, sizeof fifo, "%s/flow.json", m);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --ids 1,2 -n 2 --flow '%s'", rlx_run(), demo,
+             fifo);
+    snprintf(want, sizeof want, "%s: a FIFO, not a regular file\n", fifo);
+    expect_failure("flow FIFO", cmd, want);
+    snprintf(fifo, sizeof fifo, "%s/p.rlx.json", m);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --ids 1,2 -n 2 --profile '%s'", rlx_run(),
+             demo, fifo);
+    snprintf(want, sizeof want, "%s: a FIFO, not a regular file\n", fifo);
+    expect_failure("profile FIFO", cmd, want);
+    tu_rmrf(m);
+    free(m);
+}
+END_TEST
+
 int main(void)
 {
     tmp = tu_mkdtemp();
@@ -118,6 +180,7 @@ int main(void)
     tcase_add_test(tc, control_good_model_runs);
     tcase_add_test(tc, bad_models);
     tcase_add_test(tc, bad_inputs_files);
+    tcase_add_test(tc, special_files);
     suite_add_tcase(s, tc);
     int failed = tu_run_suite(s) != 0;
     tu_rmrf(tmp);

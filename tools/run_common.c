@@ -123,7 +123,7 @@ int run_error(const char *fmt, ...)
 int run_file_exists(const char *path)
 {
     struct stat st;
-    return stat(path, &st) == 0;
+    return lstat(path, &st) == 0; /* a dangling link or a FIFO "exists": its loader says why it is unusable */
 }
 
 const char *run_demo_model_dir(void)
