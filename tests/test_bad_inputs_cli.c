@@ -2,6 +2,7 @@
  * rlx-run generate exit 1 with one stderr line naming the problem; never a signal or
  * a hang. Error texts come from the loaders (tests/bad-inputs/<case>/expect.txt). */
 #define _GNU_SOURCE
+#include "rlx/rlx.h"
 #include "testutil.h"
 #include <check.h>
 #include <dirent.h>
@@ -171,6 +172,101 @@ START_TEST(special_files)
 }
 END_TEST
 
+/* Runs cmd, which must fail with status 1 and a stderr line containing want. */
+static void expect_fail1(const char *what, const char *cmd, const char *want)
+{
+    tu_result r = tu_run(cmd, 60);
+    ck_assert_msg(r.status == 1, "%s: exit %d: %s", what, r.status, r.err);
+    ck_assert_msg(strstr(r.err, want), "%s: stderr '%s' lacks '%s'", what, r.err, want);
+    tu_result_free(&r);
+}
+
+/* No temp file of the writer is left in dir. */
+static void assert_no_temp(const char *dir)
+{
+    DIR *dh = opendir(dir);
+    ck_assert_ptr_nonnull(dh);
+    struct dirent *e;
+    while ((e = readdir(dh)))
+        ck_assert_msg(!strstr(e->d_name, ".tmp-"), "temp file %s left in %s", e->d_name, dir);
+    closedir(dh);
+}
+
+/* An output file is replaced whole or not at all; results that cannot be written to
+ * stdout are exit 1. File size limit (ulimit -f, SIGXFSZ ignored) makes writes fail. */
+START_TEST(outputs_complete_or_untouched)
+{
+    char *o = tu_mkdtemp(), out[4400], cmd[16384], want[4600], demo[4096];
+    snprintf(demo, sizeof demo, "%s", tu_src("models/tiny-llama-py"));
+    snprintf(out, sizeof out, "%s/prev.safetensors", o);
+    static const char prev[] = "the previous file";
+    FILE *f = fopen(out, "wb");
+    ck_assert_ptr_nonnull(f);
+    fputs(prev, f);
+    fclose(f);
+    snprintf(want, sizeof want, "rlx-run: %s: write failed: File too large\n", out);
+    snprintf(cmd, sizeof cmd, "trap '' XFSZ; ulimit -f 1; '%s' generate --model '%s' --ids 1,2 -n 3 --logits-out '%s'",
+             rlx_run(), demo, out);
+    expect_fail1("--logits-out over the size limit", cmd, want);
+    snprintf(cmd, sizeof cmd, "trap '' XFSZ; ulimit -f 0; '%s' forward --model '%s' --inputs '%s' --out '%s'",
+             rlx_run(), tu_src("tests/bad-inputs/good-micro"),
+             tu_src("tests/bad-inputs/inputs/good.safetensors"), out);
+    expect_fail1("forward --out over the size limit", cmd, want);
+    size_t len = 0;
+    char *got = tu_read_file(out, &len);
+    ck_assert_ptr_nonnull(got);
+    ck_assert_uint_eq(len, strlen(prev));
+    ck_assert(memcmp(got, prev, len) == 0);
+    free(got);
+    assert_no_temp(o);
+    /* and with room, the file is replaced by a whole safetensors file */
+    snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --ids 1,2 -n 3 --logits-out '%s'", rlx_run(),
+             demo, out);
+    tu_result r = tu_run(cmd, 60);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    tu_result_free(&r);
+    rlx_weights *w = NULL;
+    ck_assert_int_eq(rlx_weights_open(out, &w, NULL), 0);
+    ck_assert_ptr_nonnull(rlx_weights_find(w, "decode_logits"));
+    rlx_weights_close(w);
+    assert_no_temp(o);
+
+    /* stdout on a full device */
+    static const char *const full[] = {
+        "generate --model '%s' --ids 1,2 -n 3",
+        "generate --model '%s' --ids 1,2 -n 3 --json",
+        "tokenize --model '%s' --text hello",
+    };
+    for (size_t i = 0; i < sizeof full / sizeof full[0]; i++) {
+        char args[4600];
+        snprintf(args, sizeof args, full[i], demo);
+        snprintf(cmd, sizeof cmd, "'%s' %s > /dev/full", rlx_run(), args);
+        expect_fail1(args, cmd, "rlx-run: standard output: write failed: No space left on device\n");
+    }
+    /* chat: the demo's files and a ChatML template */
+    static const char *const files[] = {"config.json", "generation_config.json", "model.safetensors",
+                                        "tokenizer.json"};
+    for (size_t i = 0; i < 4; i++) {
+        char src[4400], dst[4400];
+        snprintf(src, sizeof src, "%s/%s", demo, files[i]);
+        snprintf(dst, sizeof dst, "%s/%s", o, files[i]);
+        ck_assert_int_eq(symlink(src, dst), 0);
+    }
+    snprintf(out, sizeof out, "%s/tokenizer_config.json", o);
+    f = fopen(out, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"chat_template\":\"{% for message in messages %}{{'<|im_start|>' + message['role'] + "
+          "'\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if "
+          "add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}\"}",
+          f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "echo hello | '%s' chat --model '%s' --greedy -n 3 > /dev/full", rlx_run(), o);
+    expect_fail1("chat", cmd, "rlx-run: standard output: write failed: No space left on device\n");
+    tu_rmrf(o);
+    free(o);
+}
+END_TEST
+
 int main(void)
 {
     tmp = tu_mkdtemp();
@@ -181,6 +277,7 @@ int main(void)
     tcase_add_test(tc, bad_models);
     tcase_add_test(tc, bad_inputs_files);
     tcase_add_test(tc, special_files);
+    tcase_add_test(tc, outputs_complete_or_untouched);
     suite_add_tcase(s, tc);
     int failed = tu_run_suite(s) != 0;
     tu_rmrf(tmp);

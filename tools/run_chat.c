@@ -198,8 +198,12 @@ static int reply(chat *c, long long max_new, rlx_diag *d)
         size_t upto = stable_len(text, strlen(text));
         if (upto > printed) {
             fwrite(text + printed, 1, upto - printed, stdout);
-            fflush(stdout);
+            run_flush_stdout();
             printed = upto;
+        }
+        if (ferror(stdout)) {
+            rc = run_stdout_check();
+            break;
         }
         if (k + 1 == max_new) break;
         if (c->n_cached + 2 > (size_t)c->ctx) {
@@ -226,8 +230,8 @@ static int reply(chat *c, long long max_new, rlx_diag *d)
         size_t len = strlen(text);
         if (len > printed) fwrite(text + printed, 1, len - printed, stdout);
         fputc('\n', stdout);
-        fflush(stdout);
-        if (add_msg(c, "assistant", text, len)) rc = run_error("out of memory");
+        if (run_stdout_check()) rc = 1;
+        else if (add_msg(c, "assistant", text, len)) rc = run_error("out of memory");
     }
     free(text);
     free(gen);

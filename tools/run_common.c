@@ -120,6 +120,24 @@ int run_error(const char *fmt, ...)
     return 1;
 }
 
+static int stdout_err; /* errno of the first failed flush of stdout */
+
+void run_flush_stdout(void)
+{
+    errno = 0;
+    if (fflush(stdout) != 0 && !stdout_err) stdout_err = errno ? errno : EIO;
+}
+
+int run_stdout_check(void)
+{
+    run_flush_stdout();
+    if (!ferror(stdout) && !stdout_err) return 0;
+    int err = stdout_err ? stdout_err : EIO;
+    clearerr(stdout); /* report once */
+    stdout_err = 0;
+    return run_error("standard output: write failed: %s", strerror(err));
+}
+
 int run_file_exists(const char *path)
 {
     struct stat st;

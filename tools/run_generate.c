@@ -137,7 +137,7 @@ static int stream_text(streamer *st, const int32_t *ids, size_t n, int final, rl
     size_t upto = final ? len : stable_prefix(text, len);
     if (upto > st->printed) {
         fwrite(text + st->printed, 1, upto - st->printed, stdout);
-        fflush(stdout);
+        run_flush_stdout();
         st->printed = upto;
     }
     free(text);
@@ -285,7 +285,7 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
     streamer st = {a->json ? NULL : g->tok, 0};
     if (!a->json && g->tok && a->prompt) {
         fputs(a->prompt, stdout);
-        fflush(stdout);
+        run_flush_stdout();
     }
     double t0 = run_now_ms();
     if (rlx_session_prefill(g->sess, g->prompt, t, g->all_logits, g->logits, d) != 0)
@@ -304,6 +304,7 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
         g->hist[g->n_hist++] = id;
         generated++;
         if (stream_text(&st, g->hist + t, (size_t)generated, 0, d) != 0) return run_fail(d);
+        if (ferror(stdout)) return run_stdout_check(); /* no reader for the rest */
         if (is_eos(&gc, id)) break;
     }
     double t2 = run_now_ms();
@@ -337,7 +338,7 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
         puts(s);
         free(s);
     }
-    fflush(stdout);
+    if (run_stdout_check()) return 1;
     fprintf(stderr,
             "rlx-run: prefill %lld tokens in %.1f ms (%.1f tok/s), decode %lld tokens in %.1f ms "
             "(%.1f tok/s), backend %s, %d threads\n",
