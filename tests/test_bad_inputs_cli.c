@@ -6,6 +6,7 @@
 #include "testutil.h"
 #include <check.h>
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -267,6 +268,67 @@ START_TEST(outputs_complete_or_untouched)
 }
 END_TEST
 
+/* "ids":[...] of a --json result */
+static char *ids_of(const char *json)
+{
+    const char *p = strstr(json, "\"ids\":");
+    ck_assert_ptr_nonnull(p);
+    return strndup(p, strcspn(p, "]") + 1);
+}
+
+/* --temperature 0 is greedy; NaN weights stop generation naming the step. */
+START_TEST(sampling_edges)
+{
+    char demo[4096], cmd[16384];
+    snprintf(demo, sizeof demo, "%s", tu_src("models/tiny-llama-py"));
+    snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --ids 1,2,3 -n 12 --json --greedy", rlx_run(), demo);
+    tu_result g = tu_run(cmd, 60);
+    snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --ids 1,2,3 -n 12 --json --temperature 0 --seed 7",
+             rlx_run(), demo);
+    tu_result t0 = tu_run(cmd, 60);
+    ck_assert_int_eq(g.status, 0);
+    ck_assert_int_eq(t0.status, 0);
+    char *a = ids_of(g.out), *b = ids_of(t0.out);
+    ck_assert_str_eq(a, b);
+    free(a);
+    free(b);
+    tu_result_free(&g);
+    tu_result_free(&t0);
+
+    /* the micro model with a NaN final norm */
+    char *m = tu_mkdtemp(), src[4400], dst[4400];
+    snprintf(src, sizeof src, "%s/config.json", tu_src("tests/bad-inputs/good-micro"));
+    snprintf(dst, sizeof dst, "%s/config.json", m);
+    ck_assert_int_eq(symlink(src, dst), 0);
+    rlx_weights *w = NULL;
+    ck_assert_int_eq(rlx_weights_open(tu_src("tests/bad-inputs/good-micro"), &w, NULL), 0);
+    rlx_st_writer *sw = rlx_st_writer_new();
+    float *nan_buf = NULL;
+    for (size_t i = 0; i < rlx_weights_count(w); i++) {
+        const rlx_tensor_info *t = rlx_weights_at(w, i);
+        const void *data = t->data;
+        if (strcmp(t->name, "model.norm.weight") == 0) {
+            ck_assert_int_eq(t->dtype, RLX_F32);
+            nan_buf = malloc(t->nbytes);
+            for (size_t k = 0; k < t->nbytes / 4; k++) nan_buf[k] = NAN;
+            data = nan_buf;
+        }
+        ck_assert_int_eq(rlx_st_writer_add(sw, t->name, t->dtype, &t->shape, data, NULL), 0);
+    }
+    ck_assert_ptr_nonnull(nan_buf);
+    snprintf(dst, sizeof dst, "%s/model.safetensors", m);
+    ck_assert_int_eq(rlx_st_writer_save(sw, dst, NULL), 0);
+    rlx_st_writer_free(sw);
+    rlx_weights_close(w);
+    free(nan_buf);
+    snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --ids 1,2 -n 4", rlx_run(), m);
+    expect_fail1("NaN weights", cmd,
+                 "rlx-run: step 0 (prefill): logits contain NaN at token id 0; generation stopped\n");
+    tu_rmrf(m);
+    free(m);
+}
+END_TEST
+
 int main(void)
 {
     tmp = tu_mkdtemp();
@@ -278,6 +340,7 @@ int main(void)
     tcase_add_test(tc, bad_inputs_files);
     tcase_add_test(tc, special_files);
     tcase_add_test(tc, outputs_complete_or_untouched);
+    tcase_add_test(tc, sampling_edges);
     suite_add_tcase(s, tc);
     int failed = tu_run_suite(s) != 0;
     tu_rmrf(tmp);

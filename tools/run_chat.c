@@ -32,6 +32,7 @@ static int parse(int argc, char **argv, chat_args *a)
     a->n = 256;
     a->top_p = 1.0;
     a->rep = 1.0;
+    a->temperature = -1; /* not given */
     for (int i = 0; i < argc; i++) {
         const char *v, *arg = argv[i];
         int r;
@@ -175,6 +176,10 @@ static int reply(chat *c, long long max_new, rlx_diag *d)
     int rc = 0;
     char *text = NULL;
     for (long long k = 0; k < max_new; k++) {
+        if (run_check_logits(c->logits, c->vocab, k)) {
+            rc = 1;
+            break;
+        }
         int32_t id = rlx_sampler_next(c->sampler, c->logits, c->cached, c->n_cached);
         if (id < 0 || id >= c->vocab) {
             rc = run_error("sampler returned token id %d", (int)id);
@@ -258,10 +263,14 @@ static int run(const chat_args *a, chat *c, rlx_diag *d)
     rlx_sampler_params sp = {.top_p = 1.0, .repetition_penalty = a->rep, .seed = (uint64_t)a->seed};
     if (a->greedy) {
         sp.greedy = 1;
+    } else if (a->sampling && a->temperature == 0) {
+        sp.greedy = 1; /* T -> 0 is the argmax */
     } else if (a->sampling) {
         sp.temperature = a->temperature > 0 ? a->temperature : 1.0;
         sp.top_k = a->top_k;
         sp.top_p = a->top_p;
+    } else if (gc.do_sample && gc.temperature == 0) {
+        sp.greedy = 1;
     } else if (gc.do_sample) {
         sp.temperature = gc.temperature > 0 ? gc.temperature : 1.0;
         sp.top_k = gc.top_k;

@@ -138,6 +138,16 @@ int run_stdout_check(void)
     return run_error("standard output: write failed: %s", strerror(err));
 }
 
+int run_check_logits(const float *logits, int64_t vocab, int64_t step)
+{
+    for (int64_t i = 0; i < vocab; i++)
+        if (!isfinite(logits[i]))
+            return run_error("step %lld (%s): logits contain %s at token id %lld; generation stopped",
+                             (long long)step, step == 0 ? "prefill" : "decode",
+                             isnan(logits[i]) ? "NaN" : "Inf", (long long)i);
+    return 0;
+}
+
 int run_file_exists(const char *path)
 {
     struct stat st;

@@ -33,6 +33,10 @@ int run_stdout_check(void);
 /* fflush(stdout), keeping the errno of the first failure for run_stdout_check. */
 void run_flush_stdout(void);
 
+/* A logits row with NaN or Inf (broken weights, overflow): "step S (prefill|decode):
+ * logits contain NaN at token id K; generation stopped" and 1; else 0. */
+int run_check_logits(const float *logits, int64_t vocab, int64_t step);
+
 /* The bundled demo model: $RLX_MODEL_DIR, else the installed copy, else the source tree's */
 const char *run_demo_model_dir(void);
 /* Common model options (--backend, --profile, --threads, --policy, --flow). */

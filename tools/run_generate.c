@@ -23,7 +23,7 @@ static const char help[] =
     "  --ids 1,2,3            prompt token ids instead of text\n"
     "  -n, --max-new-tokens N tokens to generate (default 32); stops earlier at EOS\n"
     "  --greedy               always take the most likely token\n"
-    "  --temperature T        sample with temperature T (> 0)\n"
+    "  --temperature T        sample with temperature T (0: greedy)\n"
     "  --top-k K              sample among the K most likely tokens (0: off)\n"
     "  --top-p P              nucleus sampling mass (1: off)\n"
     "  --repetition-penalty R penalise tokens already seen (1: off)\n"
@@ -60,6 +60,7 @@ static int parse(int argc, char **argv, gen_args *a)
     a->n = -1;
     a->top_p = 1.0;
     a->rep_penalty = 1.0;
+    a->temperature = -1; /* not given */
     for (int i = 0; i < argc; i++) {
         const char *v, *arg = argv[i];
         int r;
@@ -203,10 +204,14 @@ static void sampler_params(const gen_args *a, const rlx_generation_config *gc,
     p->seed = (uint64_t)a->seed;
     if (a->greedy) {
         p->greedy = 1;
+    } else if (a->sampling && a->temperature == 0) {
+        p->greedy = 1; /* T -> 0 is the argmax, as every peer treats it */
     } else if (a->sampling) {
         p->temperature = a->temperature > 0 ? a->temperature : 1.0;
         p->top_k = a->top_k;
         p->top_p = a->top_p;
+    } else if (gc->do_sample && gc->temperature == 0) {
+        p->greedy = 1;
     } else if (gc->do_sample) {
         p->temperature = gc->temperature > 0 ? gc->temperature : 1.0;
         p->top_k = gc->top_k;
@@ -299,6 +304,7 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
             if (g->dec_logits) memcpy(g->dec_logits + (size_t)steps * (size_t)vocab, g->logits, vb);
             steps++;
         }
+        if (run_check_logits(g->logits, vocab, generated)) return 1;
         int32_t id = rlx_sampler_next(g->sampler, g->logits, g->hist, g->n_hist);
         if (id < 0 || id >= vocab) return run_error("sampler returned token id %d", (int)id);
         g->hist[g->n_hist++] = id;
