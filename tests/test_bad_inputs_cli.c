@@ -326,6 +326,16 @@ START_TEST(sampling_edges)
                  "rlx-run: step 0 (prefill): logits contain NaN at token id 0; generation stopped\n");
     tu_rmrf(m);
     free(m);
+
+    /* memory: the KV cache for a million positions is refused before it is allocated */
+    snprintf(cmd, sizeof cmd, "RLX_MEM_LIMIT=64M '%s' generate --model '%s' --ids 1,2 -n 2 --ctx 1000000",
+             rlx_run(), demo);
+    tu_result r = tu_run(cmd, 60);
+    ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(strncmp(r.err, "rlx-run: KV cache / session state", 33) == 0 &&
+                      strstr(r.err, " GiB, 0.06 GiB available\n") && strstr(r.err, ": needs 3."),
+                  "%s", r.err);
+    tu_result_free(&r);
 }
 END_TEST
 

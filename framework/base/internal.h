@@ -14,6 +14,12 @@ void rlx__host_log(int level, const char *who, const char *fmt, ...) RLX_PRINTF(
 void rlx__host_fill_core(rlx_host_api *h);   /* core.am: log, diag, topology, bind */
 void rlx__host_fill_emit(rlx_host_api *h);   /* graph.am: emit_*, slots, params, flow_* */
 
+/* mem.c: MemAvailable, the cgroup v2 limit and RLX_MEM_LIMIT (bytes, K/M/G/T), the
+ * least of them; UINT64_MAX when none is known. */
+uint64_t rlx__mem_available(void);
+/* "<what>: needs X GiB, Y GiB available" (RLX_ERR_NOMEM) when bytes do not fit. */
+int rlx__mem_check(const char *what, uint64_t bytes, rlx_diag *d);
+
 /* topology.c */
 int rlx__topology_query(rlx_topology *out, int threads, const char *placement);
 int rlx__bind_thread(int pu_os_index);

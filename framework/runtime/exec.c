@@ -1,6 +1,7 @@
 /* Running a compiled program: bind the arena, session states and inputs, execute,
  * read outputs back. Everything fixed per program was bound at compile. */
 #include "runtime/exec.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,10 +86,33 @@ const rlx_value_desc *rg_exec_find_io(const rg_exec *e, const char *name, int ou
     return NULL;
 }
 
+/* Host memory a run is about to take (a larger arena, session states not yet made),
+ * checked against what is available before any of it is allocated. GPU backends have
+ * no memory query in the plugin ABI yet, so only host memory is checked. */
+static int check_memory(rlx_model *m, const rg_plan *p, const rg_states *st, rlx_diag *d)
+{
+    if (strcmp(m->be->name, "cpu") != 0) return 0;
+    uint64_t arena = m->arena && m->arena_cap >= p->arena_bytes ? 0 : p->arena_bytes;
+    uint64_t states = 0;
+    for (uint32_t i = 0; i < p->n_values; i++) {
+        const rlx_value_desc *vd = &p->values[i];
+        if (vd->kind != RLX_VALUE_STATE) continue;
+        uint32_t k = 0;
+        while (k < st->n && strcmp(st->s[k].name, vd->name)) k++;
+        if (k == st->n) states += value_bytes(vd);
+    }
+    if (!states && !arena) return 0;
+    char what[128];
+    snprintf(what, sizeof what, "%s%s%s", states ? "KV cache / session state" : "",
+             states && arena ? " + " : "", arena ? "arena" : "");
+    return rlx__mem_check(what, arena + states, d);
+}
+
 int rg_exec_run(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32_t n_in, rlx_diag *d)
 {
     const rg_plan *p = &e->plan;
-    int rc = ensure_arena(m, p->arena_bytes, d);
+    int rc = check_memory(m, p, st, d);
+    if (!rc) rc = ensure_arena(m, p->arena_bytes, d);
     if (rc) return rc;
     if (e->arena_gen != m->arena_gen) {
         for (uint32_t i = 0; i < p->n_values; i++)

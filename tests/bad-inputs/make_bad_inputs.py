@@ -144,6 +144,8 @@ case("config-deep-nesting", "config", "maximum parsing depth", weights=good,
 case("config-missing", "config", "config.json: No such file", weights=good, config=None)
 case("config-huge-layers", "config", "num_hidden_layers: 100000 layers, at most 256", weights=good,
      config=dict(MICRO, num_hidden_layers=100000))
+case("config-zero-positions", "config", "config.json: max_position_embeddings: must be > 0, got 0",
+     weights=good, config=dict(MICRO, max_position_embeddings=0))
 
 # ---- bad files for `forward --inputs` (with good-micro)
 ind = os.path.join(HERE, "inputs")
