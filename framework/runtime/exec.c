@@ -51,10 +51,11 @@ static int state_ptr(rlx_model *m, rg_states *st, const rlx_value_desc *vd, void
     s->dtype = vd->dtype;
     s->shape = vd->shape;
     if (!(s->name = strdup(vd->name))) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    /* not cleared: a state is a KV cache, whose rows are read only after they are written
+     * (attention reads keys j < pos + T, cache_write fills rows pos..pos+T-1 first), so a
+     * long context costs no time or resident memory until it is used */
     s->ptr = m->be->alloc(m->be_ctx, s->bytes ? s->bytes : 4, d);
-    void *zeros = calloc(1, s->bytes ? s->bytes : 4);
-    int rc = !s->ptr || !zeros ? RLX_ERR_NOMEM : put(m, s->ptr, zeros, s->bytes, d);
-    free(zeros);
+    int rc = s->ptr ? 0 : RLX_ERR_NOMEM;
     if (rc) {
         if (s->ptr) m->be->free(m->be_ctx, s->ptr);
         free(s->name);
