@@ -7,6 +7,7 @@
 #include "testutil.h"
 
 static char *dir;
+#define FORMS "phase=prefill|decode|encode, config:KEY, layer=N, layer=A..B, layer=A.., layer%M=R; ! negates"
 
 static const char *write_json(const char *name, const char *text)
 {
@@ -39,6 +40,19 @@ static void teardown(void)
     free(dir);
 }
 
+/* what rlx_flow_print writes for f (caller frees) */
+static char *printed(const rlx_flow *f)
+{
+    FILE *out = tmpfile();
+    rlx_flow_print(f, out);
+    long n = ftell(out);
+    rewind(out);
+    char *t = calloc(1, (size_t)n + 1);
+    ck_assert_uint_eq(fread(t, 1, (size_t)n, out), (size_t)n);
+    fclose(out);
+    return t;
+}
+
 START_TEST(loads_and_prints)
 {
     const char *p = write_json("ok.json",
@@ -53,13 +67,7 @@ START_TEST(loads_and_prints)
     rlx_diag d;
     rlx_diag_init(&d);
     ck_assert_msg(rlx_flow_load_json(p, &f, &d) == 0, "%s", d.msg);
-    FILE *out = tmpfile();
-    rlx_flow_print(f, out);
-    rewind(out);
-    char text[4096];
-    size_t n = fread(text, 1, sizeof text - 1, out);
-    text[n] = 0;
-    fclose(out);
+    char *text = printed(f);
     ck_assert_str_eq(text,
         "flow tiny\n"
         "  input input_ids I32 [T]\n"
@@ -72,6 +80,7 @@ START_TEST(loads_and_prints)
         "  when phase=decode\n"
         "    sequence body\n"
         "      stage lm_head {}\n");
+    free(text);
     rlx_flow_free(f);
 }
 END_TEST
@@ -90,12 +99,12 @@ START_TEST(errors_name_the_json_path)
                  "$.stages[0].repeat: expected a count >= 0 or \"config:KEY\", got an integer");
     expect_error("{\"stages\": [{\"repeat\": 2}]}", "$.stages[0].stages: missing (an array of stages)");
     expect_error("{\"stages\": [{\"repeat\": 2, \"stages\": [{\"when\": \"phase=later\", \"stages\": []}]}]}",
-                 "$.stages[0].stages[0].when: bad condition \"phase=later\" (phase=prefill|decode|encode, config:KEY, !config:KEY)");
+                 "$.stages[0].stages[0].when: bad condition \"phase=later\" (" FORMS ")");
     expect_error("{\"stages\": [{\"nothing\": 1}]}", "$.stages[0]: a stage needs one of block, repeat, when, sequence");
     expect_error("{\"inputs\": [{\"name\": \"x\", \"dtype\": \"F33\", \"shape\": [1]}], \"stages\": []}",
                  "$.inputs[0].dtype: unknown dtype \"F33\"");
-    expect_error("{\"inputs\": [{\"name\": \"x\", \"dtype\": \"F32\", \"shape\": [1, -2]}], \"stages\": []}",
-                 "$.inputs[0].shape[1]: expected a dim >= 0 or -1, got an integer");
+    expect_error("{\"inputs\": [{\"name\": \"x\", \"dtype\": \"F32\", \"shape\": [1, -3]}], \"stages\": []}",
+                 "$.inputs[0].shape[1]: expected a dim >= 0, -1 (T) or -2 (S), got an integer");
     expect_error("{\"inputs\": [{\"dtype\": \"F32\", \"shape\": [1]}], \"stages\": []}",
                  "$.inputs[0].name: missing (expected a string)");
 }
@@ -134,6 +143,128 @@ START_TEST(flow_api_rejects_bad_calls)
 }
 END_TEST
 
+START_TEST(layer_conditions)
+{
+    const char *p = write_json("layers.json",
+        "{\"stages\": [{\"repeat\": 4, \"stages\": ["
+        "  {\"when\": \"layer=0\", \"stages\": [{\"block\": \"a\"}]},"
+        "  {\"when\": \"layer=1..2\", \"stages\": [{\"block\": \"b\"}]},"
+        "  {\"when\": \"layer=2..\", \"stages\": [{\"block\": \"c\"}]},"
+        "  {\"when\": \"layer%2=1\", \"stages\": [{\"block\": \"d\"}]},"
+        "  {\"sequence\": [{\"when\": \"!layer=0\", \"stages\": [{\"block\": \"e\"}]}]}]}]}");
+    rlx_flow *f = NULL;
+    rlx_diag d;
+    rlx_diag_init(&d);
+    ck_assert_msg(rlx_flow_load_json(p, &f, &d) == 0, "%s", d.msg);
+    char *t = printed(f);
+    ck_assert_str_eq(t,
+        "flow flow\n"
+        "  repeat 4 (i = 0..3)\n"
+        "    when layer=0\n      stage a {}\n"
+        "    when layer=1..2\n      stage b {}\n"
+        "    when layer=2..\n      stage c {}\n"
+        "    when layer%2=1\n      stage d {}\n"
+        "    sequence body\n      when !layer=0\n        stage e {}\n");
+    free(t);
+    rlx_flow_free(f);
+
+    static const char *const bad[] = {"layer=x", "layer=", "layer=1..0", "layer=-1", "layer%0=0",
+                                      "layer%2=2", "layer%2", "layer=1...2", "layer==1", "!!layer=0",
+                                      "layers=1", "layer=1234567890", "!phase=later"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[256], want[512];
+        snprintf(text, sizeof text, "{\"stages\": [{\"repeat\": 2, \"stages\": [{\"when\": \"%s\", \"stages\": []}]}]}",
+                 bad[i]);
+        snprintf(want, sizeof want, "$.stages[0].stages[0].when: bad condition \"%s\" (%s)", bad[i], FORMS);
+        expect_error(text, want);
+    }
+    /* the index is a repeat's: a layer condition outside every repeat is refused */
+    expect_error("{\"stages\": [{\"when\": \"layer=0\", \"stages\": []}]}",
+                 "$.stages[0].when: condition \"layer=0\" is outside any repeat (layer is the innermost repeat's index)");
+
+    rlx_flow *g = rlx_flow_new("g"), *b = rlx_flow_new("b");
+    static const char *const good[] = {"layer=0", "layer=0..3", "layer=2..", "layer%2=1", "!layer=0",
+                                       "!phase=decode", "!config:tie_word_embeddings", "config:x"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        ck_assert_msg(rlx_flow_when(g, good[i], b) == 0, "%s refused", good[i]);
+    ck_assert_int_eq(rlx_flow_when(g, "layer=x", b), RLX_ERR_INVALID);
+    rlx_flow_free(b);
+    rlx_flow_free(g);
+}
+END_TEST
+
+static int custom_noop(rlx_ctx *c, const rlx_host_api *h, void *u)
+{
+    (void)c, (void)h, (void)u;
+    return 0;
+}
+
+/* written back as JSON, a flow loads into the same flow; C code has no JSON form */
+START_TEST(writes_json_that_loads_back)
+{
+    const char *p = write_json("src.json",
+        "{\"name\": \"rt\", \"inputs\": [{\"name\": \"ids\", \"dtype\": \"I32\", \"shape\": [-1]},"
+        " {\"name\": \"txt\", \"dtype\": \"F32\", \"shape\": [-2, 4]}, {\"name\": \"t\", \"dtype\": \"F32\", \"shape\": []}],"
+        " \"stages\": [{\"block\": \"embed\", \"params\": {\"scale\": 0.1, \"w\": \"x.{i}\", \"n\": [1, 2]}},"
+        "  {\"repeat\": \"config:num_hidden_layers\", \"stages\": [{\"repeat\": 0, \"stages\": []},"
+        "    {\"when\": \"layer%3=2\", \"stages\": [{\"block\": \"l\", \"params\": {\"p\": \"m.{i}.\"}}]}]},"
+        "  {\"sequence\": [{\"when\": \"phase=decode\", \"stages\": [{\"block\": \"head\"}]}]}]}");
+    rlx_flow *f = NULL, *g = NULL;
+    rlx_diag d;
+    rlx_diag_init(&d);
+    ck_assert_msg(rlx_flow_load_json(p, &f, &d) == 0, "%s", d.msg);
+    char q[4096];
+    snprintf(q, sizeof q, "%s/written.json", dir);
+    FILE *out = fopen(q, "w");
+    ck_assert_msg(rlx_flow_write_json(f, out, &d) == 0, "%s", d.msg);
+    fclose(out);
+    ck_assert_msg(rlx_flow_load_json(q, &g, &d) == 0, "%s", d.msg);
+    char *a = printed(f), *b = printed(g);
+    ck_assert_str_eq(a, b);
+    ck_assert_ptr_nonnull(strstr(a, "stage embed {\"n\":[1,2],\"scale\":0.10000000000000001,\"w\":\"x.{i}\"}"));
+    free(a);
+    free(b);
+    /* a stage without a body is one line of the file */
+    char *text = tu_read_file(q, NULL);
+    ck_assert_ptr_nonnull(strstr(text, "\n        {\"block\": \"l\", \"params\": {\"p\": \"m.{i}.\"}}\n"));
+    free(text);
+    rlx_flow_free(g);
+
+    ck_assert_int_eq(rlx_flow_custom(f, "mine", custom_noop, NULL), 0);
+    out = tmpfile();
+    rlx_diag_init(&d);
+    ck_assert_int_eq(rlx_flow_write_json(f, out, &d), RLX_ERR_UNSUPPORTED);
+    fclose(out);
+    ck_assert_str_eq(d.msg, "flow rt: stage \"mine\" is a custom emitter (C code), which a JSON flow file cannot hold");
+    rlx_flow_free(f);
+}
+END_TEST
+
+/* nesting as deep as the JSON parser takes loads, prints and writes back */
+START_TEST(deep_nesting)
+{
+    enum { DEPTH = 900 };
+    size_t cap = DEPTH * 40 + 64, n = 0;
+    char *t = malloc(cap);
+    n += (size_t)snprintf(t + n, cap - n, "{\"stages\": ");
+    for (int i = 0; i < DEPTH; i++) n += (size_t)snprintf(t + n, cap - n, "[{\"repeat\": 1, \"stages\": ");
+    n += (size_t)snprintf(t + n, cap - n, "[{\"block\": \"x\"}]");
+    for (int i = 0; i < DEPTH; i++) n += (size_t)snprintf(t + n, cap - n, "}]");
+    snprintf(t + n, cap - n, "}");
+    const char *p = write_json("deep.json", t);
+    free(t);
+    rlx_flow *f = NULL;
+    rlx_diag d;
+    rlx_diag_init(&d);
+    ck_assert_msg(rlx_flow_load_json(p, &f, &d) == 0, "%s", d.msg);
+    FILE *out = tmpfile();
+    ck_assert_msg(rlx_flow_write_json(f, out, &d) == 0, "%s", d.msg);
+    ck_assert_int_gt(ftell(out), DEPTH * 20);
+    fclose(out);
+    rlx_flow_free(f);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("flow_json");
@@ -143,6 +274,9 @@ static Suite *suite(void)
     tcase_add_test(t, errors_name_the_json_path);
     tcase_add_test(t, syntax_error_and_missing_file);
     tcase_add_test(t, flow_api_rejects_bad_calls);
+    tcase_add_test(t, layer_conditions);
+    tcase_add_test(t, writes_json_that_loads_back);
+    tcase_add_test(t, deep_nesting);
     suite_add_tcase(s, t);
     return s;
 }

@@ -165,6 +165,99 @@ START_TEST(unknown_op_and_no_output)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- when layer */
+
+static int emit_silu(rlx_ctx *c, const rlx_host_api *h, void *u)
+{
+    (void)u;
+    int32_t x = h->slot_get(c, "x");
+    int32_t y = h->emit_op(c, "rlx.silu", &x, 1, NULL, 0);
+    return y < 0 ? 1 : h->slot_set(c, "x", y);
+}
+
+static int emit_out(rlx_ctx *c, const rlx_host_api *h, void *u)
+{
+    (void)u;
+    return h->emit_output(c, "y", h->slot_get(c, "x"));
+}
+
+/* rlx.silu nodes compiled for repeat(outer, repeat(inner, when(cond, silu))) */
+static int silus_when(int64_t outer, int64_t inner, const char *cond, rlx_diag *d)
+{
+    rlx_flow *f = flow_x(8), *in = rlx_flow_new("inner"), *rep = rlx_flow_new("rep"),
+             *sel = rlx_flow_new("sel");
+    rlx_flow_custom(sel, "silu", emit_silu, NULL);
+    ck_assert_int_eq(rlx_flow_when(in, cond, sel), 0);
+    ck_assert_int_eq(rlx_flow_repeat(rep, inner, in), 0);
+    ck_assert_int_eq(rlx_flow_repeat(f, outer, rep), 0);
+    rlx_flow_custom(f, "out", emit_out, NULL);
+    rlx_model *m = model(f, ALL_OPS, "direct", NULL, NULL);
+    int rc = compile(m, 2, d);
+    rlx_model_close(m);
+    rlx_flow_free(sel);
+    rlx_flow_free(rep);
+    rlx_flow_free(in);
+    rlx_flow_free(f);
+    return rc ? -rc : fake_count("rlx.silu");
+}
+
+START_TEST(when_selects_by_innermost_repeat_index)
+{
+    static const struct { const char *cond; int silus; } cases[] = {
+        {"layer=0", 2},    {"layer=3", 2},     {"layer=4", 0},   {"layer=1..2", 4}, {"layer=2..", 4},
+        {"layer%2=1", 4},  {"layer%3=0", 4},   {"!layer=0", 6},  {"!layer%2=0", 4}, {"layer=0..0", 2}};
+    rlx_diag d;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int n = silus_when(2, 4, cases[i].cond, &d); /* inner indices 0..3, twice */
+        ck_assert_msg(n == cases[i].silus, "%s: %d silu nodes (want %d) %s", cases[i].cond, n,
+                      cases[i].silus, d.msg);
+    }
+    /* a layer condition needs a repeat around it when the flow is built */
+    rlx_flow *f = flow_x(8), *sel = rlx_flow_new("sel");
+    rlx_flow_custom(sel, "silu", emit_silu, NULL);
+    ck_assert_int_eq(rlx_flow_when(f, "layer=0", sel), 0);
+    rlx_flow_custom(f, "out", emit_out, NULL);
+    rlx_model *m = model(f, ALL_OPS, "direct", NULL, NULL);
+    ck_assert_int_eq(compile(m, 2, &d), RLX_ERR_INVALID);
+    ck_assert_str_eq(d.msg, "flow test: when \"layer=0\" is outside any repeat (layer is the innermost repeat's index)");
+    rlx_model_close(m);
+    rlx_flow_free(sel);
+    rlx_flow_free(f);
+}
+END_TEST
+
+/* prefill and decode flows that differ are written as one file, each under its phase */
+START_TEST(dump_flow_json_keeps_each_phase)
+{
+    rlx_flow *pre = flow_x(8), *dec = flow_x(8);
+    ck_assert_int_eq(rlx_flow_stage(pre, "a", "{\"k\": 1}"), 0);
+    ck_assert_int_eq(rlx_flow_stage(dec, "b", NULL), 0);
+    rlx_model_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.prefill = pre;
+    spec.decode = dec;
+    spec.backend = fake_backend(ALL_OPS);
+    rlx_model *m = NULL;
+    rlx_diag d;
+    rlx_diag_init(&d);
+    ck_assert_msg(rlx_model_from_flow(&spec, NULL, &m, &d) == 0, "%s", d.msg);
+    char *text = NULL;
+    size_t n = 0;
+    FILE *out = open_memstream(&text, &n);
+    ck_assert_msg(rlx_model_dump_flow_json(m, out, &d) == 0, "%s", d.msg);
+    fclose(out);
+    ck_assert_str_eq(text,
+        "{\n  \"name\": \"test\",\n  \"inputs\": [\n"
+        "    {\"name\": \"x\", \"dtype\": \"F32\", \"shape\": [-1, 8]}\n  ],\n  \"stages\": [\n"
+        "    {\"when\": \"phase=prefill\", \"stages\": [\n      {\"block\": \"a\", \"params\": {\"k\": 1}}\n    ]},\n"
+        "    {\"when\": \"phase=decode\", \"stages\": [\n      {\"block\": \"b\"}\n    ]}\n  ]\n}\n");
+    free(text);
+    rlx_model_close(m);
+    rlx_flow_free(pre);
+    rlx_flow_free(dec);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- DCE */
 
 static int emit_dead_branch(rlx_ctx *c, const rlx_host_api *h, void *u)
@@ -471,6 +564,24 @@ static int emit_missing(rlx_ctx *c, const rlx_host_api *h, void *u)
     return h->emit_weight(c, "model.norm.weight", NULL) < 0;
 }
 
+/* a weight whose only consumer is dead: emitted, then dropped by DCE */
+static int emit_dead(rlx_ctx *c, const rlx_host_api *h, void *u)
+{
+    (void)u;
+    int32_t up = h->emit_weight(c, "model.layers.0.mlp.up_proj.weight", NULL);
+    int32_t in[2] = {up, up};
+    if (h->emit_op(c, "rlx.add", in, 2, NULL, 0) < 0) return 1;
+    return emit_tied(c, h, u);
+}
+
+static uint64_t bound_bytes;
+static void count_bound(void *user, uint64_t done, uint64_t total)
+{
+    (void)user;
+    (void)total;
+    bound_bytes = done;
+}
+
 START_TEST(weights_tied_once_and_shape_checked)
 {
     char *dir = tu_mkdtemp();
@@ -500,11 +611,29 @@ START_TEST(weights_tied_once_and_shape_checked)
     rlx_model_close(m);
     rlx_flow_free(f);
 
+    /* one-way pipeline: only weights the passes keep are converted and bound */
+    f = flow_x(4);
+    rlx_flow_custom(f, "dead", emit_dead, NULL);
+    rlx_model_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.prefill = f;
+    spec.backend = fake_backend(ALL_OPS);
+    spec.weights = w;
+    rlx_model_options o;
+    rlx_model_options_init(&o);
+    o.progress = count_bound;
+    bound_bytes = 0;
+    ck_assert_msg(rlx_model_from_flow(&spec, &o, &m, &d) == 0, "%s", d.msg);
+    ck_assert_msg(compile(m, 2, &d) == 0, "%s", d.msg);
+    ck_assert_int_eq(bound_bytes, sizeof emb); /* the embedding only, not up_proj */
+    rlx_model_close(m);
+    rlx_flow_free(f);
+
     f = flow_x(4);
     rlx_flow_custom(f, "mlp", emit_wrong_shape, NULL);
     m = model(f, ALL_OPS, "direct", NULL, w);
     ck_assert_int_eq(compile(m, 2, &d), RLX_ERR_INVALID);
-    ck_assert_str_eq(d.msg, "tensor model.layers.0.mlp.up_proj.weight: expected [160, 64], found [64, 160] (weights)");
+    ck_assert_str_eq(d.msg, "tensor model.layers.0.mlp.up_proj.weight: expected [160, 64], found [64, 160] (w.safetensors)");
     rlx_model_close(m);
     rlx_flow_free(f);
 
@@ -512,7 +641,7 @@ START_TEST(weights_tied_once_and_shape_checked)
     rlx_flow_custom(f, "norm", emit_missing, NULL);
     m = model(f, ALL_OPS, "direct", NULL, w);
     ck_assert_int_eq(compile(m, 2, &d), RLX_ERR_NOT_FOUND);
-    ck_assert_str_eq(d.msg, "tensor model.norm.weight: not in the checkpoint (weights)");
+    ck_assert_str_eq(d.msg, "tensor model.norm.weight: not in the checkpoint (w.safetensors)");
     rlx_model_close(m);
     rlx_flow_free(f);
     rlx_weights_close(w);
@@ -527,6 +656,8 @@ static Suite *suite(void)
     TCase *t = tcase_create("pipeline");
     tcase_add_test(t, shape_error_names_stage_op_and_shapes);
     tcase_add_test(t, unknown_op_and_no_output);
+    tcase_add_test(t, when_selects_by_innermost_repeat_index);
+    tcase_add_test(t, dump_flow_json_keeps_each_phase);
     tcase_add_test(t, dce_removes_unused_nodes);
     tcase_add_test(t, fusion_forms_composites_under_fusable);
     tcase_add_test(t, assert_clean_fails_on_unfused_pattern);

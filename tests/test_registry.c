@@ -56,7 +56,7 @@ START_TEST(loads_each_kind)
     const rlx_plugin_info *p = by_file(r, "tp-block.so");
     ck_assert_str_eq(p->version, "1.2.3");
     ck_assert_uint_eq(p->abi_major, RLX_ABI_MAJOR);
-    ck_assert_uint_eq(p->abi_minor, RLX_ABI_MINOR);
+    ck_assert_uint_eq(p->abi_minor, 0); /* built against the frozen 1.0 headers */
     ck_assert_ptr_nonnull(p->desc);
     ck_assert_uint_eq(p->desc->n_blocks, 2);
 
@@ -149,12 +149,12 @@ typedef struct refusal {
 } refusal;
 
 static const refusal refusals[] = {
-    {"tp-bad-abi", "tp-bad-abi.so", NULL, 0, "ABI major mismatch: plugin 2.0, host 1.0", 0},
+    {"tp-bad-abi", "tp-bad-abi.so", NULL, 0, "ABI major mismatch: plugin 2.0, host 1.1", 0},
     {"tp-no-entry", "tp-no-entry.so", NULL, 0, "no entry symbol rlx_plugin_init", 0},
     {"tp-small-desc", "tp-small-desc.so", NULL, 0,
-     "struct too small: rlx_plugin_desc is {off_archs} bytes, ABI 1.0 needs {size_desc}", 0},
+     "struct too small: rlx_plugin_desc is {off_archs} bytes, ABI 1.1 needs {size_desc}", 0},
     {"tp-small-block", "tp-small-block.so", NULL, 0,
-     "struct too small: rlx_block #0 is {off_emit} bytes, ABI 1.0 needs {size_block}", 0},
+     "struct too small: rlx_block #0 is {off_emit} bytes, ABI 1.1 needs {size_block}", 0},
     {"tp-null", "tp-null.so", NULL, 0, "rlx_plugin_init returned NULL", 0},
     {"tp-no-fn", "tp-no-fn.so", NULL, 0, "backend 'tp-no-fn' has no execute function", 0},
     {"tp-dup-name", "tp-dup-name.so", NULL, 0,
@@ -165,6 +165,9 @@ static const refusal refusals[] = {
      "duplicate backend name 'tp-avail' (already provided by {dir}/tp-backend.so)", 0},
     {"tp-dup-arch", "tp-dup-arch.so", NULL, 0,
      "duplicate arch name 'tp-arch' (already provided by {dir}/tp-arch.so)", 0},
+    {"tp-dup-type", "tp-dup-type.so", NULL, 0,
+     "arch 'tp-unique-arch4': model_type \"tp_model2\" is already handled by arch 'tp-arch' "
+     "({dir}/tp-arch.so)", 0},
     {NULL, "junk.so", "this is text, not a plugin\n", 27, "not an ELF file", 0},
     {NULL, "short.so", "\x7f" "EL", 3, "not an ELF file", 0},
     {NULL, "broken.so", "\x7f" "ELF\x02\x01\x01\0garbage", 16, "dlopen failed: {dir}/broken.so: ", 1},
@@ -485,7 +488,7 @@ START_TEST(host_table)
 {
     const rlx_host_api *h = rlx_host_api_get();
     ck_assert_ptr_nonnull(h);
-    ck_assert_uint_eq(h->struct_size, RLX_STRUCT_SIZE(rlx_host_api, flow_input));
+    ck_assert_uint_eq(h->struct_size, RLX_STRUCT_SIZE(rlx_host_api, flow_input_fill));
     ck_assert_uint_eq(h->abi_major, RLX_ABI_MAJOR);
     ck_assert_uint_eq(h->abi_minor, RLX_ABI_MINOR);
     ck_assert_ptr_nonnull(h->log);

@@ -213,14 +213,12 @@ END_TEST
 
 START_TEST(tied_embeddings)
 {
-    rlx_config *c;
     rlx_diag d;
     rlx_diag_init(&d);
-    ck_assert_int_eq(rlx_config_open(tu_fixture("llama32-tiny"), &c, &d), 0);
     rlx_weights *w = open_ok(tu_fixture("llama32-tiny"));
     ck_assert_ptr_null(rlx_weights_find(w, "lm_head.weight"));
     size_t n = rlx_weights_count(w);
-    ck_assert_int_eq(rlx_weights_tie(w, rlx_config_model(c), &d), 0);
+    ck_assert_int_eq(rlx_weights_tie(w, "lm_head.weight", "model.embed_tokens.weight", &d), 0);
     const rlx_tensor_info *h = rlx_weights_find(w, "lm_head.weight");
     const rlx_tensor_info *e = rlx_weights_find(w, "model.embed_tokens.weight");
     ck_assert_ptr_nonnull(h);
@@ -228,16 +226,15 @@ START_TEST(tied_embeddings)
     ck_assert_int_eq(h->shape.dims[0], 512);
     ck_assert_uint_eq(rlx_weights_count(w), n + 1);
     rlx_weights_close(w);
-    rlx_config_free(c);
 
-    /* untied model: nothing changes */
-    ck_assert_int_eq(rlx_config_open(tu_fixture("qwen3-untied-bf16"), &c, &d), 0);
+    /* a stored alias is replaced by the target; a missing target names both */
     w = open_ok(tu_fixture("qwen3-untied-bf16"));
-    const void *head = rlx_weights_find(w, "lm_head.weight")->data;
-    ck_assert_int_eq(rlx_weights_tie(w, rlx_config_model(c), &d), 0);
-    ck_assert_ptr_eq(rlx_weights_find(w, "lm_head.weight")->data, head);
+    const void *emb = rlx_weights_find(w, "model.embed_tokens.weight")->data;
+    ck_assert_int_eq(rlx_weights_tie(w, "lm_head.weight", "model.embed_tokens.weight", &d), 0);
+    ck_assert_ptr_eq(rlx_weights_find(w, "lm_head.weight")->data, emb);
+    ck_assert_int_eq(rlx_weights_tie(w, "lm_head.weight", "nope.weight", &d), RLX_ERR_NOT_FOUND);
+    ck_assert_ptr_nonnull(strstr(d.msg, "tensor 'nope.weight' not found (tied to 'lm_head.weight')"));
     rlx_weights_close(w);
-    rlx_config_free(c);
 }
 END_TEST
 
@@ -375,6 +372,10 @@ START_TEST(bad_input_corpus)
     ck_assert_ptr_nonnull(dir);
     struct dirent *de;
     int cases = 0;
+    rlx_registry *reg = NULL; /* the arch that owns a model type reads its config */
+    rlx_diag rd;
+    rlx_diag_init(&rd);
+    ck_assert_msg(rlx_registry_open(NULL, &reg, &rd) == 0, "%s", rd.msg);
     while ((de = readdir(dir)) != NULL) {
         char cdir[4400], ef[4500];
         snprintf(cdir, sizeof cdir, "%s/%s", rootbuf, de->d_name);
@@ -387,7 +388,7 @@ START_TEST(bad_input_corpus)
         rlx_diag_init(&d);
         rlx_config *c = NULL;
         rlx_weights *w = NULL;
-        int rc = rlx_config_open(cdir, &c, &d);
+        int rc = rlx_config_load(cdir, reg, &c, &d);
         if (strcmp(stage, "config") == 0) {
             ck_assert_msg(rc != 0, "%s: config accepted", de->d_name);
         } else {
@@ -423,6 +424,7 @@ START_TEST(bad_input_corpus)
         free(exp);
     }
     closedir(dir);
+    rlx_registry_close(reg);
     ck_assert_int_ge(cases, 29);
 
     /* bad files for forward --inputs */

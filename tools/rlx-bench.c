@@ -68,7 +68,11 @@ static int add_random(rlx_st_writer *w, const char *name, int64_t a, int64_t b, 
 static int write_random_model(const char *config, const char *dir, uint64_t seed, rlx_diag *d)
 {
     rlx_config *c = NULL;
-    if (rlx_config_open(config, &c, d) != 0) return d->code;
+    rlx_registry *reg = NULL;
+    if (rlx_registry_open(NULL, &reg, d) != 0) return d->code;
+    int lrc = rlx_config_load(config, reg, &c, d);
+    rlx_registry_close(reg);
+    if (lrc) return lrc;
     const rlx_model_config *m = rlx_config_model(c);
     int qk = strcmp(m->model_type, "qwen3") == 0;
     if (strcmp(m->model_type, "llama") != 0 && !qk) {

@@ -35,7 +35,8 @@ static const char help[] =
     "  --policy direct|fusable fusion policy, overriding the profile's\n"
     "  --flow FILE.json       flow file replacing the architecture's recipe\n"
     "  --ctx N                KV cache rows (default: prompt + N)\n"
-    "  --dump-flow            print the flow and exit\n"
+    "  --dump-flow            print the flow and exit (with --json: as a flow file that\n"
+    "                         --flow loads back, to edit a layer and run it)\n"
     "  --dump-graph           print the compiled prefill and decode graphs and exit\n"
     "  --json                 print one JSON object instead of streaming text:\n"
     "                         {\"prompt_ids\",\"ids\",\"text\",\"backend\",\"prefill_tokens\",\n"
@@ -229,7 +230,9 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
     rlx_model_options mo;
     run_model_options(&a->mf, &mo);
     if (rlx_model_open(a->model, &mo, &g->model, d) != 0) return run_fail(d);
-    if (a->dump_flow && rlx_model_dump_flow(g->model, stdout, d) != 0) return run_fail(d);
+    if (a->dump_flow && (a->json ? rlx_model_dump_flow_json(g->model, stdout, d)
+                                 : rlx_model_dump_flow(g->model, stdout, d)) != 0)
+        return run_fail(d);
     const rlx_model_config *cfg = rlx_model_get_config(g->model);
     int64_t vocab = cfg->vocab_size;
 

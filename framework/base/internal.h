@@ -12,6 +12,12 @@
 /* host.c: host services table; each area fills its own part */
 void rlx__host_log(int level, const char *who, const char *fmt, ...) RLX_PRINTF(3, 4);
 void rlx__host_fill_core(rlx_host_api *h);   /* core.am: log, diag, topology, bind */
+void rlx__host_fill_config(rlx_host_api *h); /* hf/config.c: config_* */
+/* hf/config.c for hf/config_arch.c */
+int rlx__config_read_common(const rlx_config *c, const rlx_config_defaults *df, rlx_model_config *mc,
+                            rlx_diag *d);
+rlx_model_config *rlx__config_model_mut(rlx_config *c);
+const char *rlx__config_origin(const rlx_config *c);
 void rlx__host_fill_emit(rlx_host_api *h);   /* graph.am: emit_*, slots, params, flow_* */
 
 /* mem.c: MemAvailable, the cgroup v2 limit and RLX_MEM_LIMIT (bytes, K/M/G/T), the
@@ -46,6 +52,8 @@ int rlx__json_parse(const char *buf, size_t len, const char *origin, struct json
                     rlx_diag *d);
 const char *rlx__json_type_name(const struct json_t *v); /* "a string", "an object", ... */
 /* Parses a safetensors image held in memory (not owned; must outlive the result). */
+/* the file name a tensor comes from, or the checkpoint's when t is NULL (for messages) */
+const char *rlx__weights_origin(const rlx_weights *w, const rlx_tensor_info *t);
 int rlx__st_parse(const void *buf, size_t len, const char *origin, rlx_weights **out, rlx_diag *d);
 #define RLX__MAX_JSON_FILE (100u << 20) /* configs, indexes and headers: 100 MB */
 /* ---- end io area ---- */

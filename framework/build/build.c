@@ -6,34 +6,47 @@
 #include <stdlib.h>
 #include <string.h>
 
-int rg_config_lookup(rlx_model *m, const char *key, double *out)
+int rg_config_lookup(const rg_build_env *env, const char *key, double *out)
 {
-    const rlx_model_config *c = &m->cfg;
+    const rlx_model_config *c = env->cfg;
     /* fields whose defaults the config loader applied, so a missing key still answers */
     if (!strcmp(key, "tie_word_embeddings")) return *out = c->tie_word_embeddings, 0;
     if (!strcmp(key, "attention_bias")) return *out = c->attention_bias, 0;
     if (!strcmp(key, "mlp_bias")) return *out = c->mlp_bias, 0;
     if (!strcmp(key, "num_hidden_layers") || !strcmp(key, "num_layers"))
         return *out = (double)c->num_layers, 0;
-    if (m->config && rlx_config_number(m->config, key, out) == 0) return 0;
+    if (env->config && rlx_config_number(env->config, key, out) == 0) return 0;
     return RLX_ERR_NOT_FOUND;
 }
 
-int rg_eval_cond(rlx_model *m, const char *cond, int phase)
+/* *holds: whether the `when` condition holds; fails for layer outside any repeat */
+static int eval_cond(rlx_ctx *c, const char *root, const char *cond, int *holds)
 {
-    if (!strcmp(cond, "phase=prefill")) return phase == RLX_PHASE_PREFILL;
-    if (!strcmp(cond, "phase=decode")) return phase == RLX_PHASE_DECODE;
-    if (!strcmp(cond, "phase=encode")) return phase == RLX_PHASE_ENCODE;
-    int neg = cond[0] == '!';
-    double v = 0;
-    int found = rg_config_lookup(m, cond + (neg ? 8 : 7), &v) == 0;
-    int truthy = found && v != 0;
-    return neg ? !truthy : truthy;
+    rg_cond k;
+    if (rg_flow_cond_parse(cond, &k))
+        return rlx_diag_set(c->d, RLX_ERR_INVALID, "flow %s: bad condition \"%s\" (%s)", root,
+                            cond, RG_COND_FORMS);
+    int v = 0;
+    double x = 0;
+    switch (k.kind) {
+    case FC_PHASE: v = c->phase == k.phase; break;
+    case FC_CONFIG: v = rg_config_lookup(c->env, k.key, &x) == 0 && x != 0; break;
+    case FC_LAYER:
+        if (c->rep < 0)
+            return rlx_diag_set(c->d, RLX_ERR_INVALID,
+                                "flow %s: when \"%s\" is outside any repeat (layer is the innermost "
+                                "repeat's index)", root, cond);
+        v = k.mod ? c->rep % k.mod == k.lo : c->rep >= k.lo && (k.hi < 0 || c->rep <= k.hi);
+        break;
+    }
+    *holds = v != k.neg;
+    return 0;
 }
 
 typedef struct walk {
     rlx_ctx *c;
     uint32_t stage;
+    const char *root; /* the flow's name, for messages */
 } walk;
 
 static int run_items(walk *w, const rlx_flow *f);
@@ -52,7 +65,7 @@ static int run_stage(walk *w, const rg_flow_item *it)
         c->params = NULL;
         rc = it->fn(c, host, it->user);
     } else {
-        const rlx_block *b = c->m->registry ? rlx_registry_block(c->m->registry, it->name) : NULL;
+        const rlx_block *b = c->env->registry ? rlx_registry_block(c->env->registry, it->name) : NULL;
         if (!b) return rg_ctx_fail(c, "no block named \"%s\" in the loaded plugins", it->name);
         c->params = it->params;
         rc = b->emit(c, host);
@@ -74,13 +87,17 @@ static int run_items(walk *w, const rlx_flow *f)
         case FI_CUSTOM: rc = run_stage(w, it); break;
         case FI_SEQ: rc = run_items(w, it->body); break;
         case FI_WHEN:
-            if (rg_eval_cond(c->m, it->name, c->phase)) rc = run_items(w, it->body);
+        {
+            int holds = 0;
+            rc = eval_cond(c, w->root, it->name, &holds);
+            if (!rc && holds) rc = run_items(w, it->body);
             break;
+        }
         case FI_REPEAT: {
             int64_t n = it->n;
             if (it->n_key) {
                 double v;
-                if (rg_config_lookup(c->m, it->n_key, &v) != 0 || v < 0)
+                if (rg_config_lookup(c->env, it->n_key, &v) != 0 || v < 0)
                     return rlx_diag_set(c->d, RLX_ERR_INVALID,
                                         "flow %s: repeat count config:%s is not a number in the model config",
                                         f->name, it->n_key);
@@ -100,14 +117,14 @@ static int run_items(walk *w, const rlx_flow *f)
     return 0;
 }
 
-int rg_build(rlx_model *m, const rlx_flow *f, int phase, int64_t T, int64_t ctx, rg_graph **out,
+int rg_build(const rg_build_env *env, const rlx_flow *f, int phase, int64_t T, int64_t ctx, rg_graph **out,
              rlx_diag *d)
 {
     *out = NULL;
     if (f->err[0]) return rlx_diag_set(d, RLX_ERR_INVALID, "%s", f->err);
     rlx_ctx c;
     memset(&c, 0, sizeof c);
-    c.m = m;
+    c.env = env;
     c.phase = phase;
     c.T = T;
     c.ctx_len = ctx;
@@ -125,7 +142,7 @@ int rg_build(rlx_model *m, const rlx_flow *f, int phase, int64_t T, int64_t ctx,
         if (v < 0 || rg_map_set(&c.slots, in->name, v)) rc = c.failed ? c.failed : RLX_ERR_NOMEM;
     }
     if (!rc) {
-        walk w = {&c, 0};
+        walk w = {&c, 0, f->name};
         rc = run_items(&w, f);
     }
     if (!rc && c.g->n_outputs == 0)

@@ -4,6 +4,7 @@
 #include "build/emit.h"
 #include "build/flow.h"
 #include "ir/ops.h"
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,25 +118,29 @@ static int32_t weight(rlx_ctx *c, const char *name, const rlx_shape *expect, int
     if (!c || c->failed) return -1;
     if (!name || !*name) return rg_ctx_fail(c, "emit_weight: a name is required"), -1;
     int32_t v = rg_map_get(&c->weights, name);
-    const rg_weight *w = NULL;
+    char a[96], b[96];
     if (v < 0) {
-        rlx_diag d;
-        rlx_diag_init(&d);
-        int rc = rg_model_weight(c->m, name, expect, optional, &w, &d);
-        if (rc) return rg_ctx_fail_raw(c, rc, "%s", d.msg), -1;
-        if (!w) return -1; /* optional and absent */
-        v = rg_add_value(c->g, RG_WEIGHT, RLX_F32, &w->shape, name);
+        /* headers only: the runtime converts and uploads what survives the passes */
+        const rlx_tensor_info *t = c->env->weights ? rlx_weights_find(c->env->weights, name) : NULL;
+        if (!t && optional) return -1;
+        if (!t)
+            return rg_ctx_fail_raw(c, RLX_ERR_NOT_FOUND, "tensor %s: not in the checkpoint (%s)", name,
+                                   rlx__weights_origin(c->env->weights, NULL)), -1;
+        if (expect && !rg_shape_eq(expect, &t->shape))
+            return rg_ctx_fail_raw(c, RLX_ERR_INVALID, "tensor %s: expected %s, found %s (%s)", name,
+                                   rlx_shape_str(expect, a, sizeof a), rlx_shape_str(&t->shape, b, sizeof b),
+                                   rlx__weights_origin(c->env->weights, t)), -1;
+        v = rg_add_value(c->g, RG_WEIGHT, RLX_F32, &t->shape, name);
         if (v < 0 || rg_map_set(&c->weights, name, v))
             return rg_ctx_fail_raw(c, RLX_ERR_NOMEM, "out of memory"), -1;
         return v;
     }
     /* emitted before in this graph (tied embeddings): one value, checked again */
     if (expect && !rg_shape_eq(expect, &c->g->values[v].shape)) {
-        char a[96], b[96];
         return rg_ctx_fail_raw(c, RLX_ERR_INVALID, "tensor %s: expected %s, found %s (%s)", name,
                                rlx_shape_str(expect, a, sizeof a),
                                rlx_shape_str(&c->g->values[v].shape, b, sizeof b),
-                               rg_weight_origin(c->m, name)), -1;
+                               rlx__weights_origin(c->env->weights, rlx_weights_find(c->env->weights, name))), -1;
     }
     return v;
 }
@@ -281,18 +286,48 @@ static int slot_set(rlx_ctx *c, const char *slot, int32_t value)
     return rg_map_set(&c->slots, slot, value);
 }
 
-static const rlx_model_config *model_config(rlx_ctx *c) { return c ? &c->m->cfg : NULL; }
+static const rlx_model_config *model_config(rlx_ctx *c) { return c ? c->env->cfg : NULL; }
 
 static int config_number(rlx_ctx *c, const char *key, double *out)
 {
     if (!c || !key || !out) return RLX_ERR_INVALID;
-    return rg_config_lookup(c->m, key, out);
+    return rg_config_lookup(c->env, key, out);
 }
 
 static const char *fusion_policy(rlx_ctx *c)
 {
     if (!c) return "direct";
-    return c->m->policy[c->phase == RLX_PHASE_DECODE ? 1 : 0];
+    return c->env->policy ? c->env->policy : "direct";
+}
+
+static const rlx_config *ctx_config(rlx_ctx *c) { return c ? c->env->config : NULL; }
+
+/* a block run inside the current stage with its own params; slots are shared */
+static int emit_block(rlx_ctx *c, const char *name, const char *params_json)
+{
+    if (!c) return RLX_ERR_INVALID;
+    if (c->failed) return c->failed;
+    const rlx_block *b = c->env->registry && name ? rlx_registry_block(c->env->registry, name) : NULL;
+    if (!b) return rg_ctx_fail(c, "emit_block: no block named \"%s\" in the loaded plugins", name ? name : "");
+    json_t *params = NULL;
+    const char *text = params_json && *params_json ? params_json : "{}";
+    rlx_diag pd;
+    rlx_diag_init(&pd);
+    if (rlx__json_parse(text, strlen(text), name, &params, &pd) || !json_is_object(params)) {
+        json_decref(params);
+        return rg_ctx_fail(c, "emit_block %s: params are not a JSON object: %s", name, pd.msg);
+    }
+    json_t *saved = c->params;
+    char where[sizeof c->where];
+    memcpy(where, c->where, sizeof where);
+    snprintf(c->where + strlen(c->where), sizeof c->where - strlen(c->where), " > %s", name);
+    c->params = params;
+    int rc = b->emit(c, rlx_host_api_get());
+    c->params = saved;
+    if (!c->failed) memcpy(c->where, where, sizeof where);
+    json_decref(params);
+    if (c->failed) return c->failed;
+    return rc ? rg_ctx_fail(c, "emit_block %s failed (status %d) without saying why", name, rc) : 0;
 }
 
 static int phase(rlx_ctx *c) { return c ? c->phase : RLX_PHASE_PREFILL; }
@@ -324,4 +359,8 @@ void rlx__host_fill_emit(rlx_host_api *h)
     h->flow_repeat_begin = rg_host_flow_repeat_begin;
     h->flow_repeat_end = rg_host_flow_repeat_end;
     h->flow_input = rg_host_flow_input;
+    h->flow_config = rg_host_flow_config;
+    h->ctx_config = ctx_config;
+    h->emit_block = emit_block;
+    h->flow_input_fill = rg_host_flow_input_fill;
 }

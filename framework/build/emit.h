@@ -1,7 +1,7 @@
 /* The emission context a stage's block writes through (rlx_ctx, opaque to plugins). */
 #ifndef RLX_EMIT_H
 #define RLX_EMIT_H
-#include "runtime/model.h"
+#include "build/build.h"
 
 typedef struct rg_name_val {
     char *name;
@@ -14,7 +14,7 @@ typedef struct rg_map {
 } rg_map;
 
 struct rlx_ctx {
-    rlx_model *m;
+    const rg_build_env *env;
     rg_graph *g;
     int phase;
     int64_t T, ctx_len;

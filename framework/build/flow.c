@@ -86,6 +86,16 @@ RLX_API int rlx_flow_input(rlx_flow *f, const char *name, int dtype, uint32_t nd
     return 0;
 }
 
+RLX_API int rlx_flow_input_fill(rlx_flow *f, const char *name, int fill)
+{
+    if (!f || !name) return RLX_ERR_INVALID;
+    if (fill < RLX_FILL_NONE || fill > RLX_FILL_IOTA)
+        return rg_flow_set_err(f, "flow input %s: unknown fill %d", name, fill);
+    for (uint32_t i = 0; i < f->n_inputs; i++)
+        if (strcmp(f->inputs[i].name, name) == 0) return f->inputs[i].fill = fill, 0;
+    return rg_flow_set_err(f, "flow input %s: not declared", name);
+}
+
 int rg_flow_stage_json(rlx_flow *f, const char *block, json_t *params)
 {
     rlx_flow *t = target(f);
@@ -116,24 +126,27 @@ RLX_API int rlx_flow_stage(rlx_flow *f, const char *block, const char *params_js
     return rc;
 }
 
-static rlx_flow *clone_body(const rlx_flow *body)
+int rg_flow_adopt(rlx_flow *f, int kind, const char *name, int64_t n, const char *n_key,
+                  rlx_flow *body)
 {
-    return body ? rg_flow_clone(body) : rlx_flow_new("body");
-}
-
-static int add_body(rlx_flow *f, int kind, const char *name, int64_t n, const rlx_flow *body)
-{
-    rlx_flow *t = target(f);
-    rlx_flow *b = clone_body(body);
-    if (!b) return RLX_ERR_NOMEM;
-    rg_flow_item *it = add_item(t, kind, name);
+    char *key = n_key ? strdup(n_key) : NULL;
+    rg_flow_item *it = body && (key || !n_key) ? add_item(target(f), kind, name) : NULL;
     if (!it) {
-        rlx_flow_free(b);
+        free(key);
+        rlx_flow_free(body);
         return RLX_ERR_NOMEM;
     }
     it->n = n;
-    it->body = b;
+    it->n_key = key;
+    it->body = body;
     return 0;
+}
+
+/* the public calls leave body with the caller: the item holds a copy */
+static int add_body(rlx_flow *f, int kind, const char *name, int64_t n, const rlx_flow *body)
+{
+    rlx_flow *b = body ? rg_flow_clone(body) : rlx_flow_new("body");
+    return b ? rg_flow_adopt(f, kind, name, n, NULL, b) : RLX_ERR_NOMEM;
 }
 
 RLX_API int rlx_flow_repeat(rlx_flow *f, int64_t n, const rlx_flow *body)
@@ -143,15 +156,6 @@ RLX_API int rlx_flow_repeat(rlx_flow *f, int64_t n, const rlx_flow *body)
     return add_body(f, FI_REPEAT, NULL, n, body);
 }
 
-int rg_flow_repeat_key(rlx_flow *f, const char *key, const rlx_flow *body)
-{
-    int rc = add_body(f, FI_REPEAT, NULL, 0, body);
-    if (rc) return rc;
-    rlx_flow *t = target(f);
-    t->items[t->n_items - 1].n_key = strdup(key);
-    return t->items[t->n_items - 1].n_key ? 0 : RLX_ERR_NOMEM;
-}
-
 RLX_API int rlx_flow_sequence(rlx_flow *f, const rlx_flow *sub)
 {
     if (!f) return RLX_ERR_INVALID;
@@ -159,23 +163,77 @@ RLX_API int rlx_flow_sequence(rlx_flow *f, const rlx_flow *sub)
     return add_body(f, FI_SEQ, sub->name, 0, sub);
 }
 
+/* a decimal count (no sign, at most 9 digits) at *s; advances *s */
+static int parse_count(const char **s, int64_t *out)
+{
+    const char *p = *s;
+    int64_t v = 0;
+    while (*p >= '0' && *p <= '9' && p - *s < 9) v = v * 10 + (*p++ - '0');
+    if (p == *s || (*p >= '0' && *p <= '9')) return -1;
+    *s = p;
+    *out = v;
+    return 0;
+}
+
+static int parse_layer(const char *c, rg_cond *o)
+{
+    o->kind = FC_LAYER;
+    o->hi = -1;
+    if (*c == '%') { /* layer%M=R */
+        c++;
+        if (parse_count(&c, &o->mod) || o->mod < 1 || *c++ != '=' || parse_count(&c, &o->lo) ||
+            o->lo >= o->mod)
+            return -1;
+        return *c ? -1 : 0;
+    }
+    if (*c++ != '=' || parse_count(&c, &o->lo)) return -1;
+    if (!*c) { /* layer=N */
+        o->hi = o->lo;
+        return 0;
+    }
+    if (strncmp(c, "..", 2)) return -1;
+    c += 2;
+    if (!*c) return 0; /* layer=A.. : A to the last */
+    return parse_count(&c, &o->hi) || *c || o->hi < o->lo ? -1 : 0;
+}
+
+int rg_flow_cond_parse(const char *c, rg_cond *o)
+{
+    if (!c || !o) return -1;
+    memset(o, 0, sizeof *o);
+    if (*c == '!') {
+        o->neg = 1;
+        c++;
+    }
+    if (!strncmp(c, "phase=", 6)) {
+        static const struct { const char *name; int phase; } ph[] = {
+            {"prefill", RLX_PHASE_PREFILL}, {"decode", RLX_PHASE_DECODE}, {"encode", RLX_PHASE_ENCODE}};
+        o->kind = FC_PHASE;
+        for (size_t i = 0; i < sizeof ph / sizeof ph[0]; i++)
+            if (!strcmp(c + 6, ph[i].name)) return o->phase = ph[i].phase, 0;
+        return -1;
+    }
+    if (!strncmp(c, "config:", 7) && c[7]) {
+        o->kind = FC_CONFIG;
+        o->key = c + 7;
+        return 0;
+    }
+    if (!strncmp(c, "layer", 5)) return parse_layer(c + 5, o);
+    return -1;
+}
+
 int rg_flow_cond_valid(const char *c)
 {
-    if (!c) return -1;
-    if (!strcmp(c, "phase=prefill") || !strcmp(c, "phase=decode") || !strcmp(c, "phase=encode"))
-        return 0;
-    if (!strncmp(c, "config:", 7) && c[7]) return 0;
-    if (!strncmp(c, "!config:", 8) && c[8]) return 0;
-    return -1;
+    rg_cond k;
+    return rg_flow_cond_parse(c, &k);
 }
 
 RLX_API int rlx_flow_when(rlx_flow *f, const char *cond, const rlx_flow *body)
 {
     if (!f) return RLX_ERR_INVALID;
     if (rg_flow_cond_valid(cond))
-        return rg_flow_set_err(f,
-                               "flow %s: bad condition \"%s\" (phase=prefill|decode|encode, config:KEY, !config:KEY)",
-                               f->name, cond ? cond : "");
+        return rg_flow_set_err(f, "flow %s: bad condition \"%s\" (%s)", f->name,
+                               cond ? cond : "", RG_COND_FORMS);
     return add_body(f, FI_WHEN, cond, 0, body);
 }
 
@@ -197,6 +255,7 @@ rlx_flow *rg_flow_clone(const rlx_flow *src)
     for (uint32_t i = 0; i < src->n_inputs; i++) {
         const rg_flow_input *in = &src->inputs[i];
         if (rlx_flow_input(f, in->name, in->dtype, in->ndim, in->dims)) goto fail;
+        f->inputs[f->n_inputs - 1].fill = in->fill;
     }
     for (uint32_t i = 0; i < src->n_items; i++) {
         const rg_flow_item *s = &src->items[i];
@@ -222,6 +281,10 @@ int rg_host_flow_stage(rlx_flow *f, const char *block, const char *params_json)
 {
     return rlx_flow_stage(f, block, params_json);
 }
+
+int rg_host_flow_input_fill(rlx_flow *f, const char *name, int32_t fill) { return rlx_flow_input_fill(f, name, fill); }
+
+const rlx_config *rg_host_flow_config(rlx_flow *f) { return f ? f->config : NULL; }
 
 int rg_host_flow_input(rlx_flow *f, const char *name, int32_t dtype, uint32_t ndim, const int64_t *dims)
 {

@@ -2,9 +2,10 @@
  *   {"name": "...", "inputs": [{"name": "input_ids", "dtype": "I32", "shape": [-1]}],
  *    "stages": [ {"block": "token_embed", "params": {...}},
  *                {"repeat": 4 | "config:num_hidden_layers", "stages": [...]},
- *                {"when": "phase=decode", "stages": [...]},
+ *                {"when": "phase=decode" | "layer=0" | ..., "stages": [...]},
  *                {"sequence": [...]} ]}
- * Strict: an unknown key or a wrong type fails with the file and the JSON path. */
+ * Strict: an unknown key or a wrong type fails with the file and the JSON path.
+ * rg_flow_to_json writes the same form back. */
 #include "build/flow.h"
 #include <jansson.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 typedef struct jctx {
     const char *file;
     rlx_diag *d;
+    int repeats; /* repeats around the items being loaded (layer conditions need one) */
 } jctx;
 
 /* path + suffix into dst (cut when too deep; paths are for messages only) */
@@ -101,28 +103,35 @@ static int load_item(jctx *j, const char *path, json_t *it, rlx_flow *f)
         if ((rc = want(j, sub, v, (json_is_integer(v) && json_integer_value(v) >= 0) || is_key,
                        "a count >= 0 or \"config:KEY\"")))
             return rc;
-        if ((rc = body_of(j, path, it, "stages", &body))) return rc;
-        rc = is_key ? rg_flow_repeat_key(f, json_string_value(v) + 7, body)
-                    : rlx_flow_repeat(f, (int64_t)json_integer_value(v), body);
+        j->repeats++;
+        rc = body_of(j, path, it, "stages", &body);
+        j->repeats--;
+        if (rc) return rc;
+        /* the body built here is handed over, not copied (deep nesting stays linear) */
+        return rg_flow_adopt(f, FI_REPEAT, NULL, is_key ? 0 : (int64_t)json_integer_value(v),
+                             is_key ? json_string_value(v) + 7 : NULL, body);
     } else if ((v = json_object_get(it, "when"))) {
         static const char *const keys[] = {"when", "stages", NULL};
         join(sub, sizeof sub, path, ".when");
         if ((rc = only_keys(j, path, it, keys)) || (rc = want(j, sub, v, json_is_string(v), "a string")))
             return rc;
-        if (rg_flow_cond_valid(json_string_value(v)))
-            return err(j, sub, "bad condition \"%s\" (phase=prefill|decode|encode, config:KEY, !config:KEY)",
+        rg_cond k;
+        if (rg_flow_cond_parse(json_string_value(v), &k)) {
+            char m[400];
+            snprintf(m, sizeof m, "bad condition \"%.200s\" (%s)", json_string_value(v), RG_COND_FORMS);
+            return err(j, sub, "%s", m);
+        }
+        if (k.kind == FC_LAYER && !j->repeats)
+            return err(j, sub, "condition \"%s\" is outside any repeat (layer is the innermost repeat's index)",
                        json_string_value(v));
         if ((rc = body_of(j, path, it, "stages", &body))) return rc;
-        rc = rlx_flow_when(f, json_string_value(v), body);
+        return rg_flow_adopt(f, FI_WHEN, json_string_value(v), 0, NULL, body);
     } else if ((v = json_object_get(it, "sequence"))) {
         static const char *const keys[] = {"sequence", NULL};
         if ((rc = only_keys(j, path, it, keys)) || (rc = body_of(j, path, it, "sequence", &body))) return rc;
-        rc = rlx_flow_sequence(f, body);
-    } else {
-        return err(j, path, "%s", "a stage needs one of block, repeat, when, sequence");
+        return rg_flow_adopt(f, FI_SEQ, body->name, 0, NULL, body);
     }
-    rlx_flow_free(body);
-    return rc;
+    return err(j, path, "%s", "a stage needs one of block, repeat, when, sequence");
 }
 
 static int load_items(jctx *j, const char *path, json_t *arr, rlx_flow *f)
@@ -167,7 +176,8 @@ static int load_input(jctx *j, const char *path, json_t *in, rlx_flow *f)
         char idx[32];
         snprintf(idx, sizeof idx, "[%zu]", i);
         join(s2, sizeof s2, sub, idx);
-        if ((rc = want(j, s2, x, json_is_integer(x) && json_integer_value(x) >= -1, "a dim >= 0 or -1")))
+        if ((rc = want(j, s2, x, json_is_integer(x) && json_integer_value(x) >= -2,
+                       "a dim >= 0, -1 (T) or -2 (S)")))
             return rc;
         dims[i] = (int64_t)json_integer_value(x);
     }
@@ -189,7 +199,7 @@ RLX_API int rlx_flow_load_json(const char *path, rlx_flow **out, rlx_diag *d)
     rc = rlx__json_parse(buf, len, path, &root, d);
     free(buf);
     if (rc) return rc;
-    jctx j = {path, d};
+    jctx j = {path, d, 0};
     static const char *const keys[] = {"name", "inputs", "stages", NULL};
     rlx_flow *f = NULL;
     rc = want(&j, "$", root, json_is_object(root), "an object");
@@ -223,4 +233,163 @@ RLX_API int rlx_flow_load_json(const char *path, rlx_flow **out, rlx_diag *d)
     }
     *out = f;
     return 0;
+}
+
+/* ---------------------------------------------------------------- writing */
+
+/* o[key] = v (taken); -1 when v is NULL (allocation failed, or a name not UTF-8) */
+static int put(json_t *o, const char *key, json_t *v)
+{
+    return v ? json_object_set_new(o, key, v) : -1;
+}
+
+static json_t *items_json(const rlx_flow *f, const char *root, rlx_diag *d);
+
+static json_t *item_json(const rg_flow_item *it, const char *root, rlx_diag *d)
+{
+    if (it->kind == FI_CUSTOM) {
+        rlx_diag_set(d, RLX_ERR_UNSUPPORTED,
+                     "flow %s: stage \"%s\" is a custom emitter (C code), which a JSON flow file cannot hold",
+                     root, it->name);
+        return NULL;
+    }
+    json_t *o = json_object();
+    int rc = o ? 0 : -1;
+    if (!rc && it->kind == FI_STAGE) {
+        rc = put(o, "block", json_string(it->name));
+        if (!rc && it->params && json_object_size(it->params)) rc = json_object_set(o, "params", it->params);
+    } else if (!rc && it->kind == FI_REPEAT && it->n_key) {
+        size_t n = strlen(it->n_key) + 8;
+        char *k = malloc(n);
+        if (k) snprintf(k, n, "config:%s", it->n_key);
+        rc = put(o, "repeat", k ? json_string(k) : NULL);
+        free(k);
+    } else if (!rc && it->kind == FI_REPEAT) {
+        rc = put(o, "repeat", json_integer((json_int_t)it->n));
+    } else if (!rc && it->kind == FI_WHEN) {
+        rc = put(o, "when", json_string(it->name));
+    }
+    if (!rc && it->body) {
+        json_t *b = items_json(it->body, root, d);
+        if (!b) {
+            json_decref(o);
+            return NULL;
+        }
+        rc = put(o, it->kind == FI_SEQ ? "sequence" : "stages", b);
+    }
+    if (rc) {
+        json_decref(o);
+        rlx_diag_set(d, RLX_ERR_NOMEM, "flow %s: stage \"%s\" cannot be written as JSON (out of memory or a "
+                     "name that is not UTF-8)", root, it->name ? it->name : "");
+        return NULL;
+    }
+    return o;
+}
+
+static json_t *items_json(const rlx_flow *f, const char *root, rlx_diag *d)
+{
+    json_t *a = json_array();
+    if (!a) {
+        rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    for (uint32_t i = 0; i < f->n_items; i++) {
+        json_t *o = item_json(&f->items[i], root, d);
+        if (!o || json_array_append_new(a, o)) {
+            if (o && d && !d->code) rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+json_t *rg_flow_to_json(const rlx_flow *f, rlx_diag *d)
+{
+    json_t *root = json_object(), *ins = json_array();
+    int rc = root && ins ? put(root, "name", json_string(f->name)) : -1;
+    for (uint32_t i = 0; i < f->n_inputs && !rc; i++) {
+        const rg_flow_input *in = &f->inputs[i];
+        json_t *o = json_object(), *sh = json_array();
+        rc = o && sh ? 0 : -1;
+        for (uint32_t k = 0; k < in->ndim && !rc; k++) rc = json_array_append_new(sh, json_integer(in->dims[k]));
+        if (!rc) rc = put(o, "name", json_string(in->name));
+        if (!rc) rc = put(o, "dtype", json_string(rlx_dtype_name(in->dtype)));
+        if (!rc) rc = json_object_set(o, "shape", sh);
+        if (!rc) rc = json_array_append(ins, o);
+        json_decref(o);
+        json_decref(sh);
+    }
+    if (!rc) rc = json_object_set(root, "inputs", ins);
+    json_decref(ins);
+    if (rc) {
+        json_decref(root);
+        rlx_diag_set(d, RLX_ERR_NOMEM, "flow %s: cannot be written as JSON (out of memory)", f->name);
+        return NULL;
+    }
+    json_t *st = items_json(f, f->name, d);
+    if (!st || put(root, "stages", st)) {
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* stages one to a line, bodies indented; a stage without a body is one compact line */
+static int write_stages(json_t *arr, FILE *out, int depth)
+{
+    size_t i, n = json_array_size(arr);
+    json_t *it;
+    json_array_foreach(arr, i, it) {
+        const char *bk = json_object_get(it, "stages") ? "stages" : "sequence";
+        json_t *body = json_object_get(it, bk);
+        fprintf(out, "%*s", 2 * depth, "");
+        if (!json_array_size(body)) {
+            if (json_dumpf(it, out, 0)) return -1;
+        } else {
+            fputc('{', out);
+            const char *k;
+            json_t *v;
+            json_object_foreach(it, k, v) {
+                if (v == body) continue;
+                fprintf(out, "\"%s\": ", k);
+                if (json_dumpf(v, out, JSON_ENCODE_ANY)) return -1;
+                fputs(", ", out);
+            }
+            fprintf(out, "\"%s\": [\n", bk);
+            if (write_stages(body, out, depth + 1)) return -1;
+            fprintf(out, "%*s]}", 2 * depth, "");
+        }
+        fputs(i + 1 < n ? ",\n" : "\n", out);
+    }
+    return 0;
+}
+
+int rg_flow_json_write(json_t *root, FILE *out)
+{
+    json_t *ins = json_object_get(root, "inputs");
+    size_t i, n = json_array_size(ins);
+    json_t *in;
+    fputs("{\n  \"name\": ", out);
+    if (json_dumpf(json_object_get(root, "name"), out, JSON_ENCODE_ANY)) return -1;
+    fputs(",\n  \"inputs\": [\n", out);
+    json_array_foreach(ins, i, in) {
+        fputs("    ", out);
+        if (json_dumpf(in, out, 0)) return -1;
+        fputs(i + 1 < n ? ",\n" : "\n", out);
+    }
+    fputs("  ],\n  \"stages\": [\n", out);
+    if (write_stages(json_object_get(root, "stages"), out, 2)) return -1;
+    fputs("  ]\n}\n", out);
+    return ferror(out) ? -1 : 0;
+}
+
+RLX_API int rlx_flow_write_json(const rlx_flow *f, FILE *out, rlx_diag *d)
+{
+    if (!f || !out) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_flow_write_json: no flow or stream");
+    json_t *root = rg_flow_to_json(f, d);
+    if (!root) return d && d->code ? d->code : RLX_ERR_NOMEM;
+    int rc = rg_flow_json_write(root, out);
+    json_decref(root);
+    return rc ? rlx_diag_set(d, RLX_ERR_IO, "flow %s: writing the JSON failed", f->name) : 0;
 }

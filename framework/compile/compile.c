@@ -80,7 +80,8 @@ static int compile(rlx_model *m, int phase, int64_t T, int64_t ctx, rg_exec **ou
     e->T = T;
     e->ctx = ctx;
     const rlx_flow *f = m->flow[phase == RLX_PHASE_DECODE ? 1 : 0];
-    int rc = rg_build(m, f, phase, T, ctx, &e->g, d);
+    rg_build_env env = rg_model_build_env(m, phase);
+    int rc = rg_build(&env, f, phase, T, ctx, &e->g, d);
     if (!rc) rc = passes(m, e, d);
     if (!rc) rc = rg_plan_build(e->g, &e->plan, d);
     if (!rc) {

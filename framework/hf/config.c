@@ -37,9 +37,9 @@ static int type_error(rd *r, const char *key, const char *want, json_t *v)
     return r->rc;
 }
 
-static int64_t get_int(rd *r, const char *key, int64_t def)
+/* v read as an integer (key names it in messages) */
+static int64_t int_value(rd *r, const char *key, json_t *v, int64_t def)
 {
-    json_t *v = get(r, key);
     if (!v) return def;
     if (json_is_integer(v)) return json_integer_value(v);
     /* 16.0 is an integer in Python's eyes too */
@@ -50,6 +50,8 @@ static int64_t get_int(rd *r, const char *key, int64_t def)
     type_error(r, key, "an integer", v);
     return def;
 }
+
+static int64_t get_int(rd *r, const char *key, int64_t def) { return int_value(r, key, get(r, key), def); }
 
 static double get_num(rd *r, const char *key, double def)
 {
@@ -96,42 +98,6 @@ static int fail(rd *r, int code, const char *fmt, ...)
     va_end(ap);
     r->rc = rlx_diag_set(r->d, code, "%s: %s", r->origin, msg);
     return r->rc;
-}
-
-/* ---------------------------------------------------------------- per-type defaults */
-
-typedef struct defaults {
-    const char *type;
-    int64_t vocab, hidden, inter, layers, heads, kv, head_dim, max_pos;
-    double eps;
-    int tie;
-    const char *act_key, *act;
-    double theta;
-    int64_t bos, eos;
-    double qpas, attn_cap, final_cap;
-    int64_t sliding;
-} defaults;
-
-/* transformers' class defaults (LlamaConfig, Qwen3Config, Gemma2Config, Gemma3TextConfig,
- * BertConfig); kv = 0 means "= heads", head_dim = 0 means "= hidden / heads". */
-static const defaults type_defaults[] = {
-    {"llama", 32000, 4096, 11008, 32, 32, 0, 0, 2048, 1e-6, 0, "hidden_act", "silu", 10000.0, 1, 2,
-     0, 0, 0, 0},
-    {"qwen3", 151936, 4096, 22016, 32, 32, 32, 128, 32768, 1e-6, 0, "hidden_act", "silu", 10000.0, -1,
-     -1, 0, 0, 0, 4096},
-    {"gemma2", 256000, 2304, 9216, 26, 8, 4, 256, 8192, 1e-6, 1, "hidden_activation",
-     "gelu_pytorch_tanh", 10000.0, 2, 1, 256, 50.0, 30.0, 4096},
-    {"gemma3_text", 262208, 2304, 9216, 26, 8, 4, 256, 131072, 1e-6, 1, "hidden_activation",
-     "gelu_pytorch_tanh", 1000000.0, 2, 1, 256, 0, 0, 4096},
-    {"bert", 30522, 768, 3072, 12, 12, 0, 0, 512, 1e-12, 1, "hidden_act", "gelu", 0, -1, -1, 0, 0, 0,
-     0},
-};
-
-static const defaults *find_defaults(const char *type)
-{
-    for (size_t i = 0; i < sizeof type_defaults / sizeof type_defaults[0]; i++)
-        if (strcmp(type_defaults[i].type, type) == 0) return &type_defaults[i];
-    return NULL;
 }
 
 /* ---------------------------------------------------------------- pieces */
@@ -224,11 +190,13 @@ static void read_rope_dict(rd *r, json_t *o, const char *path, double *theta, ch
     r->rc = sub.rc;
 }
 
-static void read_rope(rd *r, rlx_model_config *mc, const defaults *df, int local_rope)
+/* rope_theta (4.x), rope_scaling (4.x), rope_parameters (5.x, possibly per layer type:
+ * a sliding_attention entry with another base lands in rope_local_theta) */
+static void read_rope(rd *r, rlx_model_config *mc, double theta_def)
 {
     char local_type[16] = "default";
-    double local_theta = 10000.0;
-    mc->rope_theta = get_num(r, "rope_theta", df->theta); /* 4.x, and a fallback for 5.x */
+    double local_theta = 0;
+    mc->rope_theta = get_num(r, "rope_theta", theta_def);
     snprintf(mc->rope_type, sizeof mc->rope_type, "default");
     json_t *p = get(r, "rope_parameters");
     if (p) {
@@ -238,6 +206,7 @@ static void read_rope(rd *r, rlx_model_config *mc, const defaults *df, int local
             if (full)
                 read_rope_dict(r, full, "rope_parameters.full_attention.", &mc->rope_theta,
                                mc->rope_type, sizeof mc->rope_type, mc);
+            local_theta = mc->rope_theta;
             if (slide)
                 read_rope_dict(r, slide, "rope_parameters.sliding_attention.", &local_theta,
                                local_type, sizeof local_type, NULL);
@@ -248,54 +217,36 @@ static void read_rope(rd *r, rlx_model_config *mc, const defaults *df, int local
     } else {
         json_t *s = get(r, "rope_scaling");
         if (s) read_rope_dict(r, s, "rope_scaling.", NULL, mc->rope_type, sizeof mc->rope_type, mc);
-        local_theta = get_num(r, "rope_local_base_freq", local_theta);
     }
-    if (local_rope && local_theta != mc->rope_theta) mc->rope_local_theta = local_theta;
+    if (local_theta > 0 && local_theta != mc->rope_theta) mc->rope_local_theta = local_theta;
 }
 
-static void read_layer_types(rd *r, rlx_model_config *mc, const char *type)
+/* layer_types as 5.x writes it; absent: every layer full (a family derives its own) */
+static void read_layer_types(rd *r, rlx_model_config *mc)
 {
     json_t *lt = get(r, "layer_types");
     int64_t n = mc->num_layers;
-    if (lt) {
-        if (!json_is_array(lt)) {
-            type_error(r, "layer_types", "an array", lt);
-            return;
-        }
-        if ((int64_t)json_array_size(lt) != n) {
-            fail(r, RLX_ERR_INVALID, "layer_types: %zu entries, num_hidden_layers is %lld",
-                 json_array_size(lt), (long long)n);
-            return;
-        }
-        for (int64_t i = 0; i < n; i++) {
-            json_t *x = json_array_get(lt, (size_t)i);
-            const char *s = json_is_string(x) ? json_string_value(x) : NULL;
-            if (s && strcmp(s, "full_attention") == 0) mc->layer_types[i] = RLX_LAYER_FULL;
-            else if (s && strcmp(s, "sliding_attention") == 0) mc->layer_types[i] = RLX_LAYER_SLIDING;
-            else {
-                fail(r, RLX_ERR_UNSUPPORTED,
-                     "layer_types[%lld]: expected one of full_attention|sliding_attention, got %s%s%s",
-                     (long long)i, s ? "\"" : "", s ? s : rlx__json_type_name(x), s ? "\"" : "");
-                return;
-            }
-        }
+    if (!lt) return;
+    if (!json_is_array(lt)) {
+        type_error(r, "layer_types", "an array", lt);
         return;
     }
-    /* 4.x: derive as transformers does */
-    if (strcmp(type, "gemma2") == 0) {
-        for (int64_t i = 0; i < n; i++) mc->layer_types[i] = (i + 1) % 2 ? RLX_LAYER_SLIDING : RLX_LAYER_FULL;
-    } else if (strcmp(type, "gemma3_text") == 0) {
-        const char *k = get(r, "sliding_window_pattern") ? "sliding_window_pattern" : "_sliding_window_pattern";
-        int64_t pat = get_int(r, k, 6);
-        if (pat <= 0) {
-            fail(r, RLX_ERR_INVALID, "%s: must be positive", k);
+    if ((int64_t)json_array_size(lt) != n) {
+        fail(r, RLX_ERR_INVALID, "layer_types: %zu entries, num_hidden_layers is %lld",
+             json_array_size(lt), (long long)n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        json_t *x = json_array_get(lt, (size_t)i);
+        const char *s = json_is_string(x) ? json_string_value(x) : NULL;
+        if (s && strcmp(s, "full_attention") == 0) mc->layer_types[i] = RLX_LAYER_FULL;
+        else if (s && strcmp(s, "sliding_attention") == 0) mc->layer_types[i] = RLX_LAYER_SLIDING;
+        else {
+            fail(r, RLX_ERR_UNSUPPORTED,
+                 "layer_types[%lld]: expected one of full_attention|sliding_attention, got %s%s%s",
+                 (long long)i, s ? "\"" : "", s ? s : rlx__json_type_name(x), s ? "\"" : "");
             return;
         }
-        for (int64_t i = 0; i < n; i++)
-            mc->layer_types[i] = (i + 1) % pat ? RLX_LAYER_SLIDING : RLX_LAYER_FULL;
-    } else if (strcmp(type, "qwen3") == 0 && mc->sliding_window > 0) {
-        int64_t mwl = get_int(r, "max_window_layers", 28);
-        for (int64_t i = 0; i < n; i++) mc->layer_types[i] = i >= mwl ? RLX_LAYER_SLIDING : RLX_LAYER_FULL;
     }
 }
 
@@ -319,24 +270,14 @@ static void check_layers(rd *r, const char *key, int64_t n)
              (long long)n, RLX_MAX_LAYERS);
 }
 
-static double get_ratio(rd *r, const char *key, double def)
+static void read_common(rd *r, const rlx_config_defaults *df, rlx_model_config *mc)
 {
-    double x = get_num(r, key, def);
-    if (!(x > 0 && x <= 64)) {
-        fail(r, RLX_ERR_INVALID, "%s%s: expected a ratio in (0, 64], got %g", r->prefix, key, x);
-        return def;
-    }
-    return x;
-}
-
-static void read_causal(rd *r, rlx_model_config *mc, const defaults *df)
-{
-    mc->vocab_size = get_int(r, "vocab_size", df->vocab);
-    mc->hidden_size = get_int(r, "hidden_size", df->hidden);
-    mc->intermediate_size = get_int(r, "intermediate_size", df->inter);
-    mc->num_layers = get_int(r, "num_hidden_layers", df->layers);
-    mc->num_heads = get_int(r, "num_attention_heads", df->heads);
-    mc->num_kv_heads = get_int(r, "num_key_value_heads", df->kv ? df->kv : mc->num_heads);
+    mc->vocab_size = get_int(r, "vocab_size", df->vocab_size);
+    mc->hidden_size = get_int(r, "hidden_size", df->hidden_size);
+    mc->intermediate_size = get_int(r, "intermediate_size", df->intermediate_size);
+    mc->num_layers = get_int(r, "num_hidden_layers", df->num_layers);
+    mc->num_heads = get_int(r, "num_attention_heads", df->num_heads);
+    mc->num_kv_heads = get_int(r, "num_key_value_heads", df->num_kv_heads ? df->num_kv_heads : mc->num_heads);
     check_positive(r, "vocab_size", mc->vocab_size);
     check_positive(r, "hidden_size", mc->hidden_size);
     check_positive(r, "intermediate_size", mc->intermediate_size);
@@ -346,90 +287,24 @@ static void read_causal(rd *r, rlx_model_config *mc, const defaults *df)
     if (r->rc) return;
     mc->head_dim = get_int(r, "head_dim", df->head_dim ? df->head_dim : mc->hidden_size / mc->num_heads);
     check_positive(r, "head_dim", mc->head_dim);
-    mc->max_position_embeddings = get_int(r, "max_position_embeddings", df->max_pos);
+    mc->max_position_embeddings = get_int(r, "max_position_embeddings", df->max_position_embeddings);
     if (!r->rc && mc->num_heads % mc->num_kv_heads != 0)
         fail(r, RLX_ERR_INVALID, "num_key_value_heads: %lld does not divide num_attention_heads %lld",
              (long long)mc->num_kv_heads, (long long)mc->num_heads);
-    /* gemma reads hidden_activation only (its hidden_act is legacy and ignored by HF) */
-    get_str(r, df->act_key, df->act, mc->hidden_act, sizeof mc->hidden_act);
+    const char *eps_key = df->eps_key;
+    if (!eps_key) eps_key = get(r, "layer_norm_eps") && !get(r, "rms_norm_eps") ? "layer_norm_eps" : "rms_norm_eps";
+    mc->norm_eps = get_num(r, eps_key, df->eps);
+    mc->tie_word_embeddings = get_bool(r, "tie_word_embeddings", df->tie_word_embeddings);
+    get_str(r, df->act_key ? df->act_key : "hidden_act", df->act ? df->act : "", mc->hidden_act,
+            sizeof mc->hidden_act);
     mc->attention_bias = get_bool(r, "attention_bias", 0);
     mc->mlp_bias = get_bool(r, "mlp_bias", 0);
+    read_tokens(r, mc, df->bos_token_id, df->eos_token_id);
+    if (!r->rc) read_rope(r, mc, df->rope_theta);
+    if (!r->rc) read_layer_types(r, mc);
 }
 
-static void read_bert(rd *r, rlx_model_config *mc, const defaults *df)
-{
-    mc->vocab_size = get_int(r, "vocab_size", df->vocab);
-    mc->hidden_size = get_int(r, "hidden_size", df->hidden);
-    mc->intermediate_size = get_int(r, "intermediate_size", df->inter);
-    mc->num_layers = get_int(r, "num_hidden_layers", df->layers);
-    mc->num_heads = get_int(r, "num_attention_heads", df->heads);
-    check_positive(r, "hidden_size", mc->hidden_size);
-    check_positive(r, "num_attention_heads", mc->num_heads);
-    check_layers(r, "num_hidden_layers", mc->num_layers);
-    if (r->rc) return;
-    mc->num_kv_heads = mc->num_heads;
-    mc->head_dim = mc->hidden_size / mc->num_heads;
-    mc->max_position_embeddings = get_int(r, "max_position_embeddings", df->max_pos);
-    mc->norm_eps = get_num(r, "layer_norm_eps", df->eps);
-    mc->type_vocab_size = get_int(r, "type_vocab_size", 2);
-    get_str(r, "hidden_act", df->act, mc->hidden_act, sizeof mc->hidden_act);
-    mc->attention_bias = 1; /* BERT's linear layers all carry biases */
-    mc->mlp_bias = 1;
-}
-
-/* SAM: the description is the vision encoder's (SamVisionConfig defaults). */
-static void read_sam(rd *r, rlx_model_config *mc)
-{
-    json_t *vc = get(r, "vision_config");
-    if (vc && !json_is_object(vc)) {
-        type_error(r, "vision_config", "an object", vc);
-        return;
-    }
-    rd v = {r->origin, vc, "vision_config.", r->d, r->rc};
-    mc->hidden_size = get_int(&v, "hidden_size", 768);
-    mc->num_layers = get_int(&v, "num_hidden_layers", 12);
-    mc->num_heads = get_int(&v, "num_attention_heads", 12);
-    check_positive(&v, "hidden_size", mc->hidden_size);
-    check_positive(&v, "num_attention_heads", mc->num_heads);
-    check_layers(&v, "num_hidden_layers", mc->num_layers);
-    if (!v.rc) {
-        mc->num_kv_heads = mc->num_heads;
-        mc->head_dim = mc->hidden_size / mc->num_heads;
-        double ratio = get_ratio(&v, "mlp_ratio", 4.0);
-        mc->intermediate_size = get_int(&v, "mlp_dim", (int64_t)(mc->hidden_size * ratio));
-        mc->norm_eps = get_num(&v, "layer_norm_eps", 1e-6);
-        get_str(&v, "hidden_act", "gelu", mc->hidden_act, sizeof mc->hidden_act);
-        mc->attention_bias = get_bool(&v, "qkv_bias", 1);
-    }
-    r->rc = v.rc;
-}
-
-/* diffusers FLUX transformers: FluxTransformer2DModel / Flux2Transformer2DModel. */
-static void read_flux(rd *r, rlx_model_config *mc)
-{
-    int flux2 = strncmp(mc->architecture, "Flux2", 5) == 0;
-    mc->num_heads = get_int(r, "num_attention_heads", 24);
-    mc->head_dim = get_int(r, "attention_head_dim", 128);
-    check_positive(r, "num_attention_heads", mc->num_heads);
-    check_positive(r, "attention_head_dim", mc->head_dim);
-    if (r->rc) return;
-    mc->num_kv_heads = mc->num_heads;
-    mc->hidden_size = mc->num_heads * mc->head_dim;
-    mc->num_layers = get_int(r, "num_layers", 19);
-    check_layers(r, "num_layers", mc->num_layers);
-    mc->intermediate_size = (int64_t)(mc->hidden_size * get_ratio(r, "mlp_ratio", flux2 ? 3.0 : 4.0));
-    mc->norm_eps = get_num(r, "eps", 1e-6);
-    mc->rope_theta = get_num(r, "rope_theta", flux2 ? 2000.0 : 10000.0);
-    snprintf(mc->rope_type, sizeof mc->rope_type, "default");
-    mc->in_channels = get_int(r, "in_channels", flux2 ? 128 : 64);
-    mc->context_dim = get_int(r, "joint_attention_dim", flux2 ? 15360 : 4096);
-    mc->pooled_dim = flux2 ? 0 : get_int(r, "pooled_projection_dim", 768);
-    json_t *axes = get(r, "axes_dims_rope");
-    mc->rope_axes = json_is_array(axes) ? (int32_t)json_array_size(axes) : flux2 ? 4 : 3;
-}
-
-static const char supported_types[] = "llama, qwen3, gemma2, gemma3_text, bert, sam, flux";
-
+/* What every config has: the architecture, the model type (or a diffusers class), dtype */
 static int fill_model(rd *r, rlx_model_config *mc)
 {
     memset(mc, 0, sizeof *mc);
@@ -448,62 +323,151 @@ static int fill_model(rd *r, rlx_model_config *mc)
     json_t *cls = get(r, "_class_name");
     if (!mt && cls) {
         if (!json_is_string(cls)) return type_error(r, "_class_name", "a string", cls);
-        const char *c = json_string_value(cls);
-        if (strncmp(c, "Flux", 4) != 0 || strlen(c) >= sizeof mc->architecture)
-            return fail(r, RLX_ERR_UNSUPPORTED,
-                        "_class_name \"%.64s\" is not a supported diffusers model (Flux*)", c);
-        strcpy(mc->architecture, c);
-        strcpy(mc->model_type, "flux");
-        read_dtype(r, mc);
-        read_flux(r, mc);
-        return r->rc;
+        get_str(r, "_class_name", "", mc->architecture, sizeof mc->architecture);
+    } else if (!mt) {
+        return fail(r, RLX_ERR_INVALID, "model_type: missing");
+    } else {
+        get_str(r, "model_type", "", mc->model_type, sizeof mc->model_type);
     }
-    if (!mt) return fail(r, RLX_ERR_INVALID, "model_type: missing");
-    if (!json_is_string(mt)) return type_error(r, "model_type", "a string", mt);
-    const char *type = json_string_value(mt);
-    const defaults *df = find_defaults(type);
-    if (!df && strcmp(type, "sam") != 0)
-        return fail(r, RLX_ERR_UNSUPPORTED, "model_type \"%.64s\" is not supported (%s)", type,
-                    supported_types);
-    strcpy(mc->model_type, type);
     read_dtype(r, mc);
-    if (strcmp(type, "sam") == 0) {
-        mc->tie_word_embeddings = get_bool(r, "tie_word_embeddings", 1);
-        read_sam(r, mc);
-        return r->rc;
-    }
-    mc->tie_word_embeddings = get_bool(r, "tie_word_embeddings", df->tie);
-    read_tokens(r, mc, df->bos, df->eos);
-    if (strcmp(type, "bert") == 0) {
-        read_bert(r, mc, df);
-        return r->rc;
-    }
-    read_causal(r, mc, df);
-    if (r->rc) return r->rc;
-    mc->norm_eps = get_num(r, "rms_norm_eps", df->eps);
-    int gemma = strncmp(type, "gemma", 5) == 0;
-    if (gemma) {
-        mc->query_pre_attn_scalar = get_num(r, "query_pre_attn_scalar", df->qpas);
-        mc->attn_logit_softcap = json_object_get(r->obj, "attn_logit_softcapping")
-                                     ? get_num(r, "attn_logit_softcapping", 0)
-                                     : df->attn_cap;
-        mc->final_logit_softcap = json_object_get(r->obj, "final_logit_softcapping")
-                                      ? get_num(r, "final_logit_softcapping", 0)
-                                      : df->final_cap;
-    }
-    if (gemma) {
-        mc->sliding_window = json_object_get(r->obj, "sliding_window")
-                                 ? get_int(r, "sliding_window", 0)
-                                 : df->sliding;
-    } else if (strcmp(type, "qwen3") == 0 && get_bool(r, "use_sliding_window", 0)) {
-        mc->sliding_window = json_object_get(r->obj, "sliding_window")
-                                 ? get_int(r, "sliding_window", 0)
-                                 : df->sliding;
-    }
-    if (mc->sliding_window < 0) fail(r, RLX_ERR_INVALID, "sliding_window: negative");
-    read_rope(r, mc, df, strcmp(type, "gemma3_text") == 0);
-    if (!r->rc) read_layer_types(r, mc, type);
     return r->rc;
+}
+
+/* ---------------------------------------------------------------- host services (ABI 1.1) */
+
+/* "a.b.2.c": object members by name, array elements by index (a JSON null is returned) */
+static json_t *lookup_raw(json_t *root, const char *key)
+{
+    json_t *v = json_object_get(root, key);
+    if (v) return v;
+    char part[256];
+    const char *p = key;
+    v = root;
+    while (*p && v) {
+        const char *dot = strchr(p, '.');
+        size_t n = dot ? (size_t)(dot - p) : strlen(p);
+        if (n == 0 || n >= sizeof part) return NULL;
+        memcpy(part, p, n);
+        part[n] = 0;
+        if (json_is_object(v)) {
+            v = json_object_get(v, part);
+        } else if (json_is_array(v)) {
+            char *end;
+            unsigned long long i = strtoull(part, &end, 10);
+            if (*end || part[0] < '0' || part[0] > '9') return NULL;
+            v = json_array_get(v, (size_t)i);
+        } else {
+            return NULL;
+        }
+        p = dot ? dot + 1 : p + n;
+        if (dot && !*p) return NULL;
+    }
+    return v;
+}
+
+/* as lookup_raw, with a JSON null read as absent */
+static json_t *lookup_dotted(json_t *root, const char *key)
+{
+    json_t *v = lookup_raw(root, key);
+    return json_is_null(v) ? NULL : v;
+}
+
+/* a reader over the whole config whose lookups are dotted */
+static rd whole(const rlx_config *c, rlx_diag *d)
+{
+    rd r = {c->origin, c->root, "", d, 0};
+    return r;
+}
+
+static int cfg_has(const rlx_config *c, const char *key)
+{
+    return c && key && lookup_raw(c->root, key) != NULL;
+}
+
+static int cfg_int(const rlx_config *c, const char *key, int64_t def, int64_t *out, rlx_diag *d)
+{
+    if (!c || !key || !out) return rlx_diag_set(d, RLX_ERR_INVALID, "config_int: no config, key or out");
+    rd r = whole(c, d);
+    *out = int_value(&r, key, lookup_dotted(c->root, key), def);
+    return r.rc;
+}
+
+static int cfg_num(const rlx_config *c, const char *key, double def, double *out, rlx_diag *d)
+{
+    if (!c || !key || !out) return rlx_diag_set(d, RLX_ERR_INVALID, "config_num: no config, key or out");
+    json_t *v = lookup_dotted(c->root, key);
+    *out = def;
+    if (!v) return 0;
+    if (json_is_number(v)) return *out = json_number_value(v), 0;
+    rd r = whole(c, d);
+    return type_error(&r, key, "a number", v);
+}
+
+static int cfg_bool(const rlx_config *c, const char *key, int def, int *out, rlx_diag *d)
+{
+    if (!c || !key || !out) return rlx_diag_set(d, RLX_ERR_INVALID, "config_bool: no config, key or out");
+    json_t *v = lookup_dotted(c->root, key);
+    *out = def;
+    if (!v) return 0;
+    if (json_is_boolean(v)) return *out = json_is_true(v), 0;
+    rd r = whole(c, d);
+    return type_error(&r, key, "a boolean", v);
+}
+
+static int cfg_str(const rlx_config *c, const char *key, const char *def, char *out, size_t cap, rlx_diag *d)
+{
+    if (!c || !key || !out || !cap) return rlx_diag_set(d, RLX_ERR_INVALID, "config_str: no config, key or out");
+    json_t *v = lookup_dotted(c->root, key);
+    rd r = whole(c, d);
+    if (v && !json_is_string(v)) return type_error(&r, key, "a string", v);
+    const char *s = v ? json_string_value(v) : def ? def : "";
+    if (strlen(s) >= cap)
+        return rlx_diag_set(d, RLX_ERR_INVALID, "%s: %s: \"%.64s\" is longer than %zu bytes", c->origin, key, s,
+                            cap - 1);
+    strcpy(out, s);
+    return 0;
+}
+
+static int64_t cfg_len(const rlx_config *c, const char *key)
+{
+    json_t *v = c && key ? lookup_dotted(c->root, key) : NULL;
+    return json_is_array(v) ? (int64_t)json_array_size(v) : -1;
+}
+
+static int cfg_fail(const rlx_config *c, rlx_diag *d, int code, const char *fmt, ...)
+{
+    char msg[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return rlx_diag_set(d, code ? code : RLX_ERR_INVALID, "%s: %s", c ? c->origin : "config.json", msg);
+}
+
+static int cfg_read_common(const rlx_config *c, const rlx_config_defaults *df, rlx_model_config *mc,
+                           rlx_diag *d)
+{
+    if (!c || !df || !mc) return rlx_diag_set(d, RLX_ERR_INVALID, "config_read_common: no config, defaults or out");
+    rd r = whole(c, d);
+    read_common(&r, df, mc);
+    return r.rc;
+}
+
+int rlx__config_read_common(const rlx_config *c, const rlx_config_defaults *df, rlx_model_config *mc, rlx_diag *d)
+{
+    return cfg_read_common(c, df, mc, d);
+}
+
+void rlx__host_fill_config(rlx_host_api *h)
+{
+    h->config_has = cfg_has;
+    h->config_int = cfg_int;
+    h->config_num = cfg_num;
+    h->config_bool = cfg_bool;
+    h->config_str = cfg_str;
+    h->config_len = cfg_len;
+    h->config_fail = cfg_fail;
+    h->config_read_common = cfg_read_common;
 }
 
 /* ---------------------------------------------------------------- public API */
@@ -564,35 +528,8 @@ RLX_API int rlx_config_open(const char *path, rlx_config **out, rlx_diag *d)
 
 RLX_API const rlx_model_config *rlx_config_model(const rlx_config *c) { return c ? &c->mc : NULL; }
 
-/* "a.b.2.c": object members by name, array elements by index. */
-static json_t *lookup_dotted(json_t *root, const char *key)
-{
-    json_t *v = json_object_get(root, key);
-    if (v) return v;
-    char part[256];
-    const char *p = key;
-    v = root;
-    while (*p && v) {
-        const char *dot = strchr(p, '.');
-        size_t n = dot ? (size_t)(dot - p) : strlen(p);
-        if (n == 0 || n >= sizeof part) return NULL;
-        memcpy(part, p, n);
-        part[n] = 0;
-        if (json_is_object(v)) {
-            v = json_object_get(v, part);
-        } else if (json_is_array(v)) {
-            char *end;
-            unsigned long long i = strtoull(part, &end, 10);
-            if (*end || part[0] < '0' || part[0] > '9') return NULL;
-            v = json_array_get(v, (size_t)i);
-        } else {
-            return NULL;
-        }
-        p = dot ? dot + 1 : p + n;
-        if (dot && !*p) return NULL;
-    }
-    return v;
-}
+rlx_model_config *rlx__config_model_mut(rlx_config *c) { return &c->mc; }
+const char *rlx__config_origin(const rlx_config *c) { return c->origin; }
 
 RLX_API int rlx_config_number(const rlx_config *c, const char *key, double *out)
 {

@@ -19,6 +19,7 @@ typedef struct st_file {
 
 struct rlx_weights {
     char *origin; /* what the caller opened */
+    int indexed;  /* opened through a .safetensors.index.json */
     st_file *files;
     size_t n_files;
     rlx_tensor_info *t;
@@ -361,6 +362,7 @@ static int shard_name_ok(const char *s)
 
 static int open_index(rlx_weights *w, const char *index_path, rlx_diag *d)
 {
+    w->indexed = 1;
     char *buf;
     size_t len;
     int rc = rlx__read_small_file(index_path, RLX__MAX_JSON_FILE, &buf, &len, d);
@@ -536,6 +538,20 @@ RLX_API const char *rlx_weights_file_of(const rlx_weights *w, const rlx_tensor_i
     return w->files[w->t_file[t - w->t]].path;
 }
 
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+const char *rlx__weights_origin(const rlx_weights *w, const rlx_tensor_info *t)
+{
+    if (!w) return "weights";
+    if (t && t >= w->t && t < w->t + w->n) return base_name(w->files[w->t_file[t - w->t]].path);
+    if (w->indexed) return "model.safetensors.index.json";
+    return w->n_files == 1 ? base_name(w->files[0].path) : base_name(w->origin);
+}
+
 RLX_API int rlx_weights_expect(const rlx_weights *w, const char *name, const rlx_shape *expect,
                                const rlx_tensor_info **out, rlx_diag *d)
 {
@@ -562,24 +578,18 @@ RLX_API int rlx_weights_expect(const rlx_weights *w, const char *name, const rlx
     return RLX_OK;
 }
 
-RLX_API int rlx_weights_tie(rlx_weights *w, const rlx_model_config *mc, rlx_diag *d)
+RLX_API int rlx_weights_tie(rlx_weights *w, const char *alias, const char *target, rlx_diag *d)
 {
-    if (!w || !mc || !mc->tie_word_embeddings) return RLX_OK;
-    static const char *const causal[] = {"llama", "qwen3", "gemma2", "gemma3_text"};
-    int is_causal = 0;
-    for (size_t i = 0; i < sizeof causal / sizeof causal[0]; i++)
-        is_causal |= strcmp(mc->model_type, causal[i]) == 0;
-    if (!is_causal) return RLX_OK;
-    const rlx_tensor_info *emb = rlx_weights_find(w, "model.embed_tokens.weight");
+    if (!w || !alias || !target) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_weights_tie: no weights or names");
+    const rlx_tensor_info *emb = rlx_weights_find(w, target);
     if (!emb)
-        return rlx_diag_set(d, RLX_ERR_NOT_FOUND,
-                            "%s: tensor 'model.embed_tokens.weight' not found (tied embeddings)",
-                            w->origin);
+        return rlx_diag_set(d, RLX_ERR_NOT_FOUND, "%s: tensor '%s' not found (tied to '%s')", w->origin, target,
+                            alias);
     size_t ei = (size_t)(emb - w->t);
-    char *name = xstrdup("lm_head.weight");
+    char *name = xstrdup(alias);
     if (!name) return rlx_diag_set(d, RLX_ERR_NOMEM, "%s: out of memory", w->origin);
-    /* HF ties after loading: a stored lm_head.weight is replaced by the embedding */
-    const rlx_tensor_info *head = rlx_weights_find(w, "lm_head.weight");
+    /* HF ties after loading: a stored alias is replaced by the target */
+    const rlx_tensor_info *head = rlx_weights_find(w, alias);
     size_t hi;
     if (head) {
         hi = (size_t)(head - w->t);

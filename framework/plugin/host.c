@@ -8,11 +8,12 @@ static pthread_once_t host_once = PTHREAD_ONCE_INIT;
 
 static void host_init(void)
 {
-    host_table.struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_host_api, flow_input);
+    host_table.struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_host_api, flow_input_fill);
     host_table.abi_major = RLX_ABI_MAJOR;
     host_table.abi_minor = RLX_ABI_MINOR;
     rlx__host_fill_core(&host_table);
     rlx__host_fill_emit(&host_table);
+    rlx__host_fill_config(&host_table);
 }
 
 RLX_API const rlx_host_api *rlx_host_api_get(void)

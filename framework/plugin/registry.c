@@ -229,7 +229,27 @@ static int good_name(const char *s)
     return 0;
 }
 
+/* The optional diffusers class names of an arch (ABI 1.1), NULL when absent. */
+static const char *const *class_names(const rlx_arch *a)
+{
+    return a->struct_size >= RLX_STRUCT_SIZE(rlx_arch, class_names) ? a->class_names : NULL;
+}
+
 #define FAIL(...) return snprintf(why, len, __VA_ARGS__), 1
+
+/* A NULL-terminated list of names, every entry readable: checked before it is walked. */
+static int check_names(const char *const *list, const char *arch, const char *key, char *why,
+                       size_t len)
+{
+    size_t k = 0;
+    for (; list && k <= MAX_ITEMS; k++) {
+        if (!readable(&list[k], sizeof *list)) FAIL("arch '%s': %s is not readable", arch, key);
+        if (!list[k]) return 0;
+        if (!good_name(list[k])) FAIL("arch '%s': %s[%zu] is not a name", arch, key, k);
+    }
+    if (list) FAIL("arch '%s': %s has no NULL end within %u entries", arch, key, MAX_ITEMS);
+    return 0;
+}
 
 /* Structural checks of one descriptor (everything except names taken by other
  * plugins); nonzero with a one-line reason in why. Also run inside the isolation child. */
@@ -317,16 +337,12 @@ static int check_desc(const rlx_plugin_desc *d, char *why, size_t len)
         if (!good_name(a->name)) FAIL("arch #%u has no name", i);
         if (!a->model_types || !a->build_flow)
             FAIL("arch '%s' has no model_types or no build_flow", a->name);
-        size_t k = 0;
-        for (; k <= MAX_ITEMS; k++) {
-            if (!readable(&a->model_types[k], sizeof *a->model_types))
-                FAIL("arch '%s': model_types is not readable", a->name);
-            if (!a->model_types[k]) break;
-            if (!good_name(a->model_types[k]))
-                FAIL("arch '%s': model_types[%zu] is not a name", a->name, k);
-        }
-        if (k > MAX_ITEMS)
-            FAIL("arch '%s': model_types has no NULL end within %u entries", a->name, MAX_ITEMS);
+        if (a->struct_size >= RLX_STRUCT_SIZE(rlx_arch, class_names) &&
+            !readable(a, RLX_STRUCT_SIZE(rlx_arch, class_names)))
+            FAIL("arch #%u is not readable", i);
+        if (check_names(a->model_types, a->name, "model_types", why, len) ||
+            check_names(class_names(a), a->name, "class_names", why, len))
+            return 1;
     }
     return 0;
 }
@@ -344,6 +360,20 @@ static int validate(rlx_registry *r, plugin *p, const rlx_plugin_desc *d)
     if (check_desc(d, why, sizeof why)) {
         refuse(p, "%s", why);
         return 1;
+    }
+
+    /* a model type (or diffusers class) has one owner among loaded plugins */
+    for (uint32_t i = 0; i < d->n_archs; i++) {
+        const rlx_arch *a = d->archs[i];
+        for (int cls = 0; cls < 2; cls++)
+            for (const char *const *t = cls ? class_names(a) : a->model_types; t && *t; t++) {
+                const rlx_arch *prev = cls ? rlx_registry_arch_for_class(r, *t) : rlx_registry_arch_for(r, *t);
+                if (prev) {
+                    refuse(p, "arch '%s': %s \"%s\" is already handled by arch '%s' (%s)", a->name,
+                           cls ? "_class_name" : "model_type", *t, prev->name, owner_of(r, 3, prev->name)->path);
+                    return 1;
+                }
+            }
     }
 
     /* names: unique among loaded plugins and within this one */
@@ -723,6 +753,19 @@ RLX_API const rlx_arch *rlx_registry_arch_for(const rlx_registry *r, const char 
         for (uint32_t k = 0; k < d->n_archs; k++)
             for (const char *const *t = d->archs[k]->model_types; *t; t++)
                 if (strcmp(*t, model_type) == 0) return d->archs[k];
+    }
+    return NULL;
+}
+
+RLX_API const rlx_arch *rlx_registry_arch_for_class(const rlx_registry *r, const char *class_name)
+{
+    if (!r || !class_name) return NULL;
+    for (size_t i = 0; i < r->n_plugins; i++) {
+        if (!r->plugins[i].info.loaded) continue;
+        const rlx_plugin_desc *d = r->plugins[i].info.desc;
+        for (uint32_t k = 0; k < d->n_archs; k++)
+            for (const char *const *t = class_names(d->archs[k]); t && *t; t++)
+                if (strcmp(*t, class_name) == 0) return d->archs[k];
     }
     return NULL;
 }

@@ -19,20 +19,13 @@ static void list_inputs(const rlx_flow *f, char *buf, size_t len)
     }
 }
 
-/* Inputs the host fills when not given: positions 0..T-1, pos 0, and the encoder inputs
- * with Hugging Face's defaults (token_type_ids 0, attention_mask 1). 0: not fillable. */
-static int has_default(const rg_flow_input *fi)
-{
-    static const char *const names[] = {"positions", "pos", "token_type_ids", "attention_mask"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(fi->name, names[i])) return fi->dtype == RLX_I32;
-    return 0;
-}
+/* Inputs the flow says the host fills when not given (rlx_flow_input_fill). */
+static int has_default(const rg_flow_input *fi) { return fi->fill != RLX_FILL_NONE && fi->dtype == RLX_I32; }
 
 static void fill_default(const rg_flow_input *fi, int32_t *buf, size_t n)
 {
-    int iota = !strcmp(fi->name, "positions"), ones = !strcmp(fi->name, "attention_mask");
-    for (size_t j = 0; j < n; j++) buf[j] = iota ? (int32_t)j : ones ? 1 : 0;
+    for (size_t j = 0; j < n; j++)
+        buf[j] = fi->fill == RLX_FILL_IOTA ? (int32_t)j : fi->fill == RLX_FILL_ONES ? 1 : 0;
 }
 
 /* the batch rows of given tensor t for flow input fi: 0 when t has no batch dim */

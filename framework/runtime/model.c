@@ -2,6 +2,7 @@
  * or compile a flow built in code; dumps and one-shot forward. */
 #include "runtime/exec.h"
 #include "build/flow.h"
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,26 +11,32 @@ RLX_API void rlx_model_options_init(rlx_model_options *o)
     if (o) memset(o, 0, sizeof *o);
 }
 
-/* the conventional causal-LM inputs (docs/CONVENTIONS.md), for recipes that use them */
-static int add_default_inputs(rlx_flow *f)
+/* The session inputs (docs/CONVENTIONS.md: input_ids, positions, pos) for a flow that
+ * declares none: JSON flows, and recipes of ABI 1.0, which could not declare inputs. */
+static int add_session_inputs(rlx_flow *f)
 {
     int64_t t[1] = {-1}, one[1] = {1};
     int rc = rlx_flow_input(f, "input_ids", RLX_I32, 1, t);
     if (!rc) rc = rlx_flow_input(f, "positions", RLX_I32, 1, t);
     if (!rc) rc = rlx_flow_input(f, "pos", RLX_I32, 1, one);
+    if (!rc) rc = rlx_flow_input_fill(f, "positions", RLX_FILL_IOTA);
+    if (!rc) rc = rlx_flow_input_fill(f, "pos", RLX_FILL_ZEROS);
     return rc;
 }
 
-/* the encoder inputs (docs/CONVENTIONS.md): one sequence, no KV cache, no pos */
-static int add_encoder_inputs(rlx_flow *f)
+/* A user's flow (JSON file or built in code): inputs named as docs/CONVENTIONS.md names
+ * the session and encoder inputs get those defaults unless the flow says otherwise. */
+static void conventional_fills(rlx_flow *f)
 {
-    static const char *const names[] = {"input_ids", "token_type_ids", "positions", "attention_mask"};
-    int64_t t[1] = {-1};
-    int rc = 0;
-    for (size_t i = 0; i < sizeof names / sizeof names[0] && !rc; i++)
-        rc = rlx_flow_input(f, names[i], RLX_I32, 1, t);
-    return rc;
+    static const char *const names[] = {"positions", "pos", "token_type_ids", "attention_mask"};
+    static const int fills[] = {RLX_FILL_IOTA, RLX_FILL_ZEROS, RLX_FILL_ZEROS, RLX_FILL_ONES};
+    for (uint32_t i = 0; i < f->n_inputs; i++)
+        for (size_t k = 0; k < 4; k++)
+            if (!f->inputs[i].fill && f->inputs[i].dtype == RLX_I32 && !strcmp(f->inputs[i].name, names[k]))
+                f->inputs[i].fill = fills[k];
 }
+
+static int arch_is_1_0(const rlx_arch *a) { return a->struct_size < RLX_STRUCT_SIZE(rlx_arch, configure); }
 
 static int arch_encodes(const rlx_arch *a)
 {
@@ -85,6 +92,8 @@ RLX_API int rlx_model_from_flow(const rlx_model_spec *spec, const rlx_model_opti
     m->registry = spec->registry;
     m->be = spec->backend;
     m->verbose = opt ? opt->verbose : 0;
+    m->progress = opt ? opt->progress : NULL;
+    m->progress_user = opt ? opt->progress_user : NULL;
     for (int k = 0; k < 2; k++) {
         if (spec->profile) m->profile[k] = *spec->profile;
         else rlx_profile_defaults(&m->profile[k]);
@@ -93,6 +102,7 @@ RLX_API int rlx_model_from_flow(const rlx_model_spec *spec, const rlx_model_opti
     m->flow[0] = rg_flow_clone(spec->prefill);
     m->flow[1] = rg_flow_clone(spec->decode ? spec->decode : spec->prefill);
     int rc = !m->flow[0] || !m->flow[1] ? rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory") : 0;
+    for (int k = 0; k < 2 && !rc; k++) conventional_fills(m->flow[k]);
     if (!rc) rc = check_policy(m, d);
     if (!rc) rc = init_backend(m, opt, d);
     if (rc) {
@@ -103,15 +113,20 @@ RLX_API int rlx_model_from_flow(const rlx_model_spec *spec, const rlx_model_opti
     return 0;
 }
 
-static int searched(const rlx_registry *r, char *buf, size_t len)
+/* name.rlx.json in the folder of the plugin that ships arch a, if there is one */
+static int arch_profile(const rlx_registry *r, const rlx_arch *a, const char *name, char *out, size_t cap)
 {
-    const char *const *dirs = NULL;
-    size_t n = rlx_registry_search_dirs(r, &dirs), o = 0;
-    buf[0] = 0;
-    for (size_t i = 0; i < n && o < len; i++) {
-        int w = snprintf(buf + o, len - o, "%s%s", i ? ":" : "", dirs[i]);
-        if (w < 0) break;
-        o += (size_t)w;
+    for (size_t i = 0; a && i < rlx_registry_count(r); i++) {
+        const rlx_plugin_info *pi = rlx_registry_plugin(r, i);
+        for (uint32_t k = 0; pi->loaded && k < pi->desc->n_archs; k++) {
+            if (pi->desc->archs[k] != a) continue;
+            const char *slash = strrchr(pi->path, '/');
+            int n = slash ? (int)(slash - pi->path) : 1;
+            if (snprintf(out, cap, "%.*s/%s.rlx.json", n, slash ? pi->path : ".", name) >= (int)cap) return 0;
+            FILE *f = fopen(out, "r");
+            if (f) fclose(f);
+            return f != NULL;
+        }
     }
     return 0;
 }
@@ -127,6 +142,13 @@ static int load_profiles(rlx_model *m, const rlx_model_options *opt, rlx_diag *d
         rlx_profile_defaults(&m->profile[k]);
         if (names[k] && *names[k]) {
             int rc = rlx_profile_load(names[k], &m->profile[k], d);
+            /* a preset the arch's plugin ships next to its .so */
+            char own[4200];
+            if (rc == RLX_ERR_NOT_FOUND && !strchr(names[k], '/') &&
+                arch_profile(m->registry, m->arch, names[k], own, sizeof own)) {
+                rlx_diag_init(d);
+                rc = rlx_profile_load(own, &m->profile[k], d);
+            }
             if (rc) return rc;
         }
         /* f16/bf16 compute needs kernels no backend has yet: refuse rather than
@@ -148,10 +170,11 @@ static int build_flows(rlx_model *m, const rlx_model_options *opt, rlx_diag *d)
         rlx_flow *f = NULL;
         int rc = rlx_flow_load_json(opt->flow_file, &f, d);
         if (rc) return rc;
-        if (!f->n_inputs && add_default_inputs(f)) {
+        if (!f->n_inputs && add_session_inputs(f)) {
             rlx_flow_free(f);
             return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
         }
+        conventional_fills(f);
         m->flow[0] = f;
         m->flow[1] = rg_flow_clone(f);
         return m->flow[1] ? 0 : rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
@@ -162,15 +185,17 @@ static int build_flows(rlx_model *m, const rlx_model_options *opt, rlx_diag *d)
         if (k && m->encoder) /* one flow: the second slot is a copy of it */
             return (m->flow[1] = rg_flow_clone(m->flow[0])) ? 0 : rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
         rlx_flow *f = rlx_flow_new(m->arch->name);
-        if (!f || (!m->encoder && add_default_inputs(f))) {
+        if (!f || (!m->encoder && arch_is_1_0(m->arch) && add_session_inputs(f))) {
             rlx_flow_free(f);
             return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
         }
         m->flow[k] = f;
+        f->config = m->config;
         int rc = m->arch->build_flow(f, m->encoder ? RLX_PHASE_ENCODE : phases[k], &m->cfg, rlx_host_api_get(), d);
-        /* an encoder recipe may declare its own inputs (host->flow_input); else BERT's */
-        if (!rc && m->encoder && !f->n_inputs && add_encoder_inputs(f))
-            rc = rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+        f->config = NULL;
+        if (!rc && !f->n_inputs)
+            rc = rlx_diag_set(d, RLX_ERR_INVALID, "arch %s: the %s flow declares no inputs (host->flow_input)",
+                              m->arch->name, m->encoder ? "encode" : k ? "decode" : "prefill");
         if (!rc && f->err[0]) rc = rlx_diag_set(d, RLX_ERR_INVALID, "arch %s: %s", m->arch->name, f->err);
         if (!rc && f->n_open) rc = rlx_diag_set(d, RLX_ERR_INVALID, "arch %s: flow_repeat_begin without flow_repeat_end", m->arch->name);
         if (rc) {
@@ -206,23 +231,17 @@ RLX_API int rlx_model_open(const char *dir, const rlx_model_options *opt_in, rlx
     m->progress_user = o.progress_user;
     int rc = (m->dir = strdup(dir)) ? 0 : rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     if (!rc) rc = rlx_config_open(dir, &m->config, d);
-    if (!rc) m->cfg = *rlx_config_model(m->config);
-    if (!rc) rc = check_positions(m, dir, d);
-    if (!rc) rc = rlx_weights_open(dir, &m->weights_owned, d);
     if (!rc) {
-        m->weights = m->weights_owned;
         rc = rlx_registry_open(o.plugin_path, &m->registry_owned, d);
         m->registry = m->registry_owned;
     }
-    if (!rc && !o.flow_file) {
-        m->arch = rlx_registry_arch_for(m->registry, m->cfg.model_type);
-        if (!m->arch) {
-            char s[1024];
-            searched(m->registry, s, sizeof s);
-            rc = rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "no arch plugin handles model_type \"%s\" (searched: %s)",
-                              m->cfg.model_type, s);
-        }
-    }
+    /* the arch that owns the model type reads the rest of config.json (a --flow file
+     * still needs it: its blocks read the description) */
+    if (!rc) rc = rlx_config_configure(m->config, m->registry, &m->arch, d);
+    if (!rc) m->cfg = *rlx_config_model(m->config);
+    if (!rc) rc = check_positions(m, dir, d);
+    if (!rc) rc = rlx_weights_open(dir, &m->weights_owned, d);
+    if (!rc) m->weights = m->weights_owned;
     if (!rc) rc = load_profiles(m, &o, d);
     if (!rc) {
         set_policy(m, &o);
@@ -284,6 +303,31 @@ RLX_API int rlx_model_dump_flow(rlx_model *m, FILE *out, rlx_diag *d)
     fprintf(out, "# decode\n");
     rlx_flow_print(m->flow[1], out);
     return 0;
+}
+
+RLX_API int rlx_model_dump_flow_json(rlx_model *m, FILE *out, rlx_diag *d)
+{
+    if (!m || !out) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_model_dump_flow_json: no model or stream");
+    json_t *pre = rg_flow_to_json(m->flow[0], d), *dec = pre ? rg_flow_to_json(m->flow[1], d) : NULL;
+    int rc = dec ? 0 : d && d->code ? d->code : RLX_ERR_NOMEM;
+    if (!rc && !json_equal(pre, dec)) {
+        /* one file holds one input list; each phase keeps its own stages */
+        if (!json_equal(json_object_get(pre, "inputs"), json_object_get(dec, "inputs")))
+            rc = rlx_diag_set(d, RLX_ERR_UNSUPPORTED,
+                              "flow %s: the prefill and decode flows declare different inputs, which one "
+                              "JSON flow cannot hold", m->flow[0]->name);
+        json_t *w[2] = {json_pack("{s:s,s:O}", "when", "phase=prefill", "stages", json_object_get(pre, "stages")),
+                        json_pack("{s:s,s:O}", "when", "phase=decode", "stages", json_object_get(dec, "stages"))};
+        if (!rc && (!w[0] || !w[1] || json_object_set_new(pre, "stages", json_pack("[OO]", w[0], w[1]))))
+            rc = rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+        json_decref(w[0]);
+        json_decref(w[1]);
+    }
+    if (!rc && rg_flow_json_write(pre, out))
+        rc = rlx_diag_set(d, RLX_ERR_IO, "flow %s: writing the JSON failed", m->flow[0]->name);
+    json_decref(pre);
+    json_decref(dec);
+    return rc;
 }
 
 int64_t rg_default_ctx(const rlx_model *m)

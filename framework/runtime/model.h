@@ -1,7 +1,7 @@
 /* Internal state of a model (rlx_model), its compiled programs and sessions. */
 #ifndef RLX_MODEL_H
 #define RLX_MODEL_H
-#include "ir/graph.h"
+#include "build/build.h"
 
 /* A checkpoint tensor converted once for the backend, shared by every program. */
 typedef struct rg_weight {
@@ -21,7 +21,6 @@ struct rlx_model {
     rlx_model_config cfg;   /* what blocks see */
     rlx_weights *weights_owned;
     const rlx_weights *weights;
-    struct json_t *weight_map; /* model.safetensors.index.json weight_map, lazily */
     rlx_registry *registry_owned;
     const rlx_registry *registry;
     const rlx_arch *arch;
@@ -69,18 +68,13 @@ struct rlx_session {
 /* min(max_position_embeddings, 4096) */
 int64_t rg_default_ctx(const rlx_model *m);
 
-/* model_weights.c: the F32 weight the backend reads, converted once. */
+/* model_weights.c: the F32 weight the backend reads, converted once (at bind). */
+/* the build's view of the model, for phase */
+rg_build_env rg_model_build_env(const rlx_model *m, int phase);
 int rg_model_weight(rlx_model *m, const char *name, const rlx_shape *expect, int optional,
                     const rg_weight **out, rlx_diag *d);
-/* name of the file holding tensor name (for messages) */
-const char *rg_weight_origin(rlx_model *m, const char *name);
 void rg_model_free_weights(rlx_model *m);
 
-/* build.c: run a flow into a graph */
-int rg_build(rlx_model *m, const rlx_flow *f, int phase, int64_t T, int64_t ctx, rg_graph **out,
-             rlx_diag *d);
-int rg_eval_cond(rlx_model *m, const char *cond, int phase);
-int rg_config_lookup(rlx_model *m, const char *key, double *out);
 
 /* compile.c: build + passes + legalize + plan + backend compile, cached per shape */
 int rg_model_exec(rlx_model *m, int phase, int64_t T, int64_t ctx, rg_exec **out, rlx_diag *d);

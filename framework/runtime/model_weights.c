@@ -2,37 +2,14 @@
  * against the expected shape, converted once to f32 (zero-copy when already f32 and
  * the backend reads host memory), uploaded once when it does not. */
 #include "runtime/model.h"
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-static int file_exists(const char *dir, const char *name)
+rg_build_env rg_model_build_env(const rlx_model *m, int phase)
 {
-    char p[4096];
-    struct stat st;
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    return stat(p, &st) == 0;
-}
-
-const char *rg_weight_origin(rlx_model *m, const char *name)
-{
-    if (!m->dir) return "weights";
-    if (file_exists(m->dir, "model.safetensors.index.json")) {
-        if (!m->weight_map) {
-            char p[4096];
-            snprintf(p, sizeof p, "%s/model.safetensors.index.json", m->dir);
-            json_t *j = json_load_file(p, 0, NULL);
-            json_t *wm = j ? json_object_get(j, "weight_map") : NULL;
-            if (wm) m->weight_map = json_incref(wm);
-            if (j) json_decref(j);
-        }
-        json_t *f = m->weight_map ? json_object_get(m->weight_map, name) : NULL;
-        return f && json_is_string(f) ? json_string_value(f) : "model.safetensors.index.json";
-    }
-    if (file_exists(m->dir, "model.safetensors")) return "model.safetensors";
-    if (file_exists(m->dir, "diffusion_pytorch_model.safetensors")) return "diffusion_pytorch_model.safetensors";
-    return "weights";
+    rg_build_env env = {&m->cfg, m->config, m->weights, m->registry,
+                        m->policy[phase == RLX_PHASE_DECODE ? 1 : 0]};
+    return env;
 }
 
 static int upload(rlx_model *m, rg_weight *w, const void *src, size_t bytes, rlx_diag *d)
@@ -59,13 +36,13 @@ int rg_model_weight(rlx_model *m, const char *name, const rlx_shape *expect, int
     if (!t) {
         if (optional) return 0;
         return rlx_diag_set(d, RLX_ERR_NOT_FOUND, "tensor %s: not in the checkpoint (%s)", name,
-                            rg_weight_origin(m, name));
+                            rlx__weights_origin(m->weights, t));
     }
     char a[96], b[96];
     if (expect && !rg_shape_eq(expect, &t->shape))
         return rlx_diag_set(d, RLX_ERR_INVALID, "tensor %s: expected %s, found %s (%s)", name,
                             rlx_shape_str(expect, a, sizeof a), rlx_shape_str(&t->shape, b, sizeof b),
-                            rg_weight_origin(m, name));
+                            rlx__weights_origin(m->weights, t));
     rg_weight *nw = realloc(m->w, (m->n_w + 1) * sizeof *nw);
     if (!nw) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     m->w = nw;
@@ -118,6 +95,4 @@ void rg_model_free_weights(rlx_model *m)
     free(m->w);
     m->w = NULL;
     m->n_w = 0;
-    if (m->weight_map) json_decref(m->weight_map);
-    m->weight_map = NULL;
 }

@@ -9,7 +9,7 @@
 /* The last rlx_host_api field the plugin calls; a plugin needing a later one defines
  * this before including the header, and an older host is then refused. */
 #ifndef RLX_PLUGIN_HOST_NEEDS
-#define RLX_PLUGIN_HOST_NEEDS flow_repeat_end
+#define RLX_PLUGIN_HOST_NEEDS flow_input_fill
 #endif
 
 /* The host must speak our ABI major and offer the services the plugin calls. */

@@ -133,7 +133,7 @@ case("shape-mismatch", "model", "model.layers.0.self_attn.q_proj.weight",
      check=("model.layers.0.self_attn.q_proj.weight", [8, 8]))
 
 # ---- config.json
-case("config-unknown-type", "config", 'model_type "mamba" is not supported',
+case("config-unknown-type", "config", 'no arch plugin handles model_type "mamba"',
      weights=good, config=dict(MICRO, model_type="mamba"))
 case("config-wrong-type", "config", "hidden_size: expected an integer, got a string",
      weights=good, config=dict(MICRO, hidden_size="8"))

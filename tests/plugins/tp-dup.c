@@ -1,9 +1,13 @@
 /* Refused when loaded after tp-block / tp-backend / tp-arch: it reuses one of their
- * names. TP_DUP_KIND: 0 plugin name, 1 block, 2 backend, 3 arch. */
+ * names. TP_DUP_KIND: 0 plugin name, 1 block, 2 backend, 3 arch, 4 a model_type. */
 #include "tp.h"
 static int build(rlx_flow *f, int phase, const rlx_model_config *c, const rlx_host_api *h, rlx_diag *d)
 { (void)f; (void)phase; (void)c; (void)h; (void)d; return 0; }
+#if TP_DUP_KIND == 4
+static const char *const types[] = {"tp_model2", NULL};
+#else
 static const char *const types[] = {"tp_other_model" TP_STR(TP_DUP_KIND), NULL};
+#endif
 #if TP_DUP_KIND == 1
 TP_BLOCK(blk, "tp.block");
 #else

@@ -2,7 +2,7 @@
  * nothing but are complete, so each test plugin differs from a good one in one way. */
 #ifndef RLX_TP_H
 #define RLX_TP_H
-#include "rlx/plugin.h"
+#include "../abi-1.0/rlx/plugin.h" /* frozen ABI 1.0: the host must keep loading these */
 #include <stdio.h>
 #include <string.h>
 

@@ -9,7 +9,12 @@
  *    with RLX_STRUCT_SIZE(T, last_field); fields are only ever appended; a reader checks
  *    struct_size before touching a field added in a later minor version;
  *  - ABI major must match exactly; a plugin's minor may be older than the host's;
- *  - optional function pointers may be NULL and the host supplies a default.
+ *  - optional function pointers may be NULL and the host supplies a default;
+ *  - what each minor added is grouped at the end of its struct under a "ABI 1.N" label.
+ *
+ * ABI 1.1: arch plugins own their model types (rlx_arch.configure, class_names); the
+ * host hands plugins raw config.json lookups (config_*), the config of the flow being
+ * built (flow_config / ctx_config) and block composition (emit_block).
  */
 #ifndef RLX_PLUGIN_H
 #define RLX_PLUGIN_H
@@ -22,7 +27,7 @@ extern "C" {
 #endif
 
 #define RLX_ABI_MAJOR 1
-#define RLX_ABI_MINOR 0
+#define RLX_ABI_MINOR 1
 
 #define RLX_PLUGIN_ENTRY rlx_plugin_init
 #define RLX_PLUGIN_ENTRY_NAME "rlx_plugin_init"
@@ -105,8 +110,13 @@ typedef struct rlx_attr {
 
 enum { RLX_LAYER_FULL = 0, RLX_LAYER_SLIDING = 1 };
 
-/* What the host read from a Hugging Face config.json, with HF's defaults applied.
- * Fields a model type does not use are 0 / empty. Appended to, never reordered. */
+/* A parsed config.json, opaque; read through host->config_* (ABI 1.1). */
+typedef struct rlx_config rlx_config;
+
+/* What a model's config.json says, with HF's defaults applied by the arch plugin that
+ * owns the model type (rlx_arch.configure). Fields a model type does not use are 0 /
+ * empty. Only fields every family shares belong here: a family's own keys are read
+ * from the raw config (host->config_*). Appended to, never reordered. */
 typedef struct rlx_model_config {
     uint32_t struct_size;
     char model_type[32];   /* "llama", "qwen3", "gemma2", "gemma3_text", "bert", "sam", "flux" */
@@ -284,6 +294,9 @@ typedef struct rlx_flow rlx_flow; /* opaque, see rlx.h */
 
 enum { RLX_PHASE_PREFILL = 0, RLX_PHASE_DECODE = 1, RLX_PHASE_ENCODE = 2 };
 
+/* What the host puts in a flow input a caller did not give (ABI 1.1, flow_input_fill) */
+enum { RLX_FILL_NONE = 0, RLX_FILL_ZEROS = 1, RLX_FILL_ONES = 2, RLX_FILL_IOTA = 3 /* 0, 1, … */ };
+
 typedef struct rlx_arch {
     uint32_t struct_size;
     const char *name;
@@ -297,7 +310,37 @@ typedef struct rlx_arch {
      * without it): prefill and decode. An encoder sets 1u << RLX_PHASE_ENCODE: the host
      * builds one flow with the encoder inputs (docs/CONVENTIONS.md) and runs it as is. */
     uint32_t phases;
+
+    /* ---- ABI 1.1 ---- */
+    /* Fill cfg from config.json: the host has set model_type, architecture and dtype;
+     * the arch applies its family's defaults and checks, typically through
+     * host->config_read_common plus host->config_* for its own keys, and fails naming
+     * the key. NULL (or a 1.0 arch): the host reads the common keys with no defaults. */
+    int (*configure)(const rlx_config *src, rlx_model_config *cfg, const rlx_host_api *host,
+                     rlx_diag *d);
+    /* diffusers configs have no model_type: the _class_name values this arch handles
+     * (NULL-terminated), or NULL */
+    const char *const *class_names;
 } rlx_arch;
+
+/* ---------------------------------------------------------------- config defaults (ABI 1.1) */
+
+/* A family's defaults for the keys every Hugging Face transformer config shares, as its
+ * PretrainedConfig subclass declares them; host->config_read_common applies them. */
+typedef struct rlx_config_defaults {
+    uint32_t struct_size;
+    int64_t vocab_size, hidden_size, intermediate_size, num_layers, num_heads;
+    int64_t num_kv_heads; /* 0: = num_heads */
+    int64_t head_dim;     /* 0: hidden_size / num_heads */
+    int64_t max_position_embeddings;
+    const char *eps_key; /* "rms_norm_eps", "layer_norm_eps"; NULL: whichever is present */
+    double eps;
+    int32_t tie_word_embeddings;
+    const char *act_key; /* "hidden_act" (NULL), "hidden_activation" */
+    const char *act;
+    double rope_theta;
+    int64_t bos_token_id, eos_token_id; /* -1: none */
+} rlx_config_defaults;
 
 /* ---------------------------------------------------------------- plugin descriptor */
 
@@ -383,6 +426,37 @@ struct rlx_host_api {
      * length; -2 = S, a second length: an encode flow's other sequence, FLUX's text).
      * An encoder recipe that declares none gets the default encoder inputs. */
     int (*flow_input)(rlx_flow *f, const char *name, int32_t dtype, uint32_t ndim, const int64_t *dims);
+
+    /* ---- ABI 1.1 ---- */
+    /* Raw config.json lookups. key may be dotted ("rope_parameters.rope_theta",
+     * "axes_dims_rope.0"); the getters read a JSON null as absent: they store
+     * def when the key is absent and fail (RLX_ERR_INVALID, d: "FILE: KEY: expected an
+     * integer, got a string") when it has another type. */
+    int (*config_has)(const rlx_config *c, const char *key); /* 1: present (a null too) */
+    int (*config_int)(const rlx_config *c, const char *key, int64_t def, int64_t *out, rlx_diag *d);
+    int (*config_num)(const rlx_config *c, const char *key, double def, double *out, rlx_diag *d);
+    int (*config_bool)(const rlx_config *c, const char *key, int def, int *out, rlx_diag *d);
+    /* copies the string (or def) into out[cap]; too long fails naming the key */
+    int (*config_str)(const rlx_config *c, const char *key, const char *def, char *out, size_t cap,
+                      rlx_diag *d);
+    int64_t (*config_len)(const rlx_config *c, const char *key); /* array entries; -1: no array */
+    /* fail naming the file: "FILE: <message>" */
+    int (*config_fail)(const rlx_config *c, rlx_diag *d, int code, const char *fmt, ...) RLX_PRINTF(4, 5);
+    /* The keys every HF transformer config shares (sizes, heads, eps, activation, tied
+     * embeddings, biases, bos/eos, rope_theta / rope_parameters / rope_scaling, an explicit
+     * layer_types), with the family's defaults df; checks sizes and head counts. */
+    int (*config_read_common)(const rlx_config *c, const rlx_config_defaults *df,
+                              rlx_model_config *mc, rlx_diag *d);
+    /* the raw config of the model a flow is built for (build_flow), of a stage (blocks);
+     * NULL for flows built in code without a config */
+    const rlx_config *(*flow_config)(rlx_flow *f);
+    const rlx_config *(*ctx_config)(rlx_ctx *c);
+    /* Emit the block named block (from any loaded plugin) as part of the current stage,
+     * with its own params (JSON object text; "{i}" is the repeat index): blocks compose
+     * through the host instead of compiling each other's code. Slots are shared. */
+    int (*emit_block)(rlx_ctx *c, const char *block, const char *params_json);
+    /* the value of declared input name when a caller does not give it (RLX_FILL_*) */
+    int (*flow_input_fill)(rlx_flow *f, const char *name, int32_t fill);
 };
 
 /* The one exported symbol. Returns NULL on failure (after host->log). */

@@ -54,6 +54,8 @@ const rlx_block *rlx_registry_block(const rlx_registry *r, const char *name);
  * named backend is missing or has no device (with the probe's reason). */
 const rlx_backend *rlx_registry_backend(const rlx_registry *r, const char *name, rlx_diag *d);
 const rlx_arch *rlx_registry_arch_for(const rlx_registry *r, const char *model_type);
+/* the arch claiming a diffusers _class_name (rlx_arch.class_names) */
+const rlx_arch *rlx_registry_arch_for_class(const rlx_registry *r, const char *class_name);
 const rlx_host_api *rlx_host_api_get(void);
 const char *rlx_default_plugin_dir(void);
 /* ---- added by core (issue 2) ---- */
@@ -103,18 +105,27 @@ const char *rlx_weights_file_of(const rlx_weights *w, const rlx_tensor_info *t);
  * "FILE: tensor 'NAME': expected shape [..], found [..]". */
 int rlx_weights_expect(const rlx_weights *w, const char *name, const rlx_shape *expect,
                        const rlx_tensor_info **out, rlx_diag *d);
-/* Tied embeddings as HF applies them: for a causal LM with tie_word_embeddings,
- * "lm_head.weight" becomes the embedding (model.embed_tokens.weight), replacing a
- * stored one. Call right after open: it invalidates earlier rlx_tensor_info pointers. */
-int rlx_weights_tie(rlx_weights *w, const rlx_model_config *mc, rlx_diag *d);
+/* Tied weights as HF applies them: alias (say "lm_head.weight") becomes the bytes of
+ * target ("model.embed_tokens.weight"), replacing a stored one. Which tensors a family
+ * ties is its arch plugin's business. Call right after open: it invalidates earlier
+ * rlx_tensor_info pointers. */
+int rlx_weights_tie(rlx_weights *w, const char *alias, const char *target, rlx_diag *d);
 /* ---- end io area additions ---- */
 
 /* ---------------------------------------------------------------- config.json */
-typedef struct rlx_config rlx_config;
-/* path: config.json or the folder holding it; transformers 4.x and 5.x keys. */
+/* rlx_config (opaque) is declared in plugin.h.
+ * path: config.json or the folder holding it. Opening reads only what every config
+ * has (model_type or _class_name, architectures, dtype); rlx_config_configure hands it
+ * to the arch plugin that owns the model type, which fills the rest. */
 int rlx_config_open(const char *path, rlx_config **out, rlx_diag *d);
 int rlx_config_parse(const char *json, size_t len, const char *origin, rlx_config **out, rlx_diag *d);
 const rlx_model_config *rlx_config_model(const rlx_config *c);
+/* Finds the arch plugin for the config's model_type (or diffusers _class_name) in r and
+ * lets it fill the description: "FILE: no arch plugin handles model_type "X" (installed:
+ * ...)" when none does. *arch (may be NULL) receives the arch. */
+int rlx_config_configure(rlx_config *c, const rlx_registry *r, const rlx_arch **arch, rlx_diag *d);
+/* rlx_config_open + rlx_config_configure */
+int rlx_config_load(const char *path, const rlx_registry *r, rlx_config **out, rlx_diag *d);
 int rlx_config_number(const rlx_config *c, const char *key, double *out); /* 0 found */
 void rlx_config_free(rlx_config *c);
 /* generation_config.json (optional file): eos ids, sampling defaults */
@@ -154,14 +165,22 @@ rlx_flow *rlx_flow_new(const char *name);
 void rlx_flow_free(rlx_flow *f);
 /* dims: -1 stands for the sequence length given at build */
 int rlx_flow_input(rlx_flow *f, const char *name, int dtype, uint32_t ndim, const int64_t *dims);
+/* what the host gives input name when a caller does not (RLX_FILL_*, plugin.h) */
+int rlx_flow_input_fill(rlx_flow *f, const char *name, int fill);
 int rlx_flow_stage(rlx_flow *f, const char *block, const char *params_json);
 int rlx_flow_repeat(rlx_flow *f, int64_t n, const rlx_flow *body); /* {i} = 0..n-1 */
 int rlx_flow_sequence(rlx_flow *f, const rlx_flow *sub);
-/* cond: "phase=prefill", "phase=decode", "config:KEY" (truthy), "!config:KEY" */
+/* cond: "phase=prefill|decode|encode", "config:KEY" (truthy), or the index of the
+ * innermost enclosing repeat (the {i} of its params) named layer: "layer=N",
+ * "layer=A..B" (A to B inclusive), "layer=A.." (A to the last), "layer%M=R".
+ * A leading "!" negates any of them ("!layer=0": every layer but the first). */
 int rlx_flow_when(rlx_flow *f, const char *cond, const rlx_flow *body);
 typedef int (*rlx_custom_emit_fn)(rlx_ctx *c, const rlx_host_api *host, void *user);
 int rlx_flow_custom(rlx_flow *f, const char *name, rlx_custom_emit_fn fn, void *user);
 int rlx_flow_load_json(const char *path, rlx_flow **out, rlx_diag *d);
+/* the flow as a JSON flow file that rlx_flow_load_json reads back (fails naming a
+ * custom stage: C code has no JSON form) */
+int rlx_flow_write_json(const rlx_flow *f, FILE *out, rlx_diag *d);
 void rlx_flow_print(const rlx_flow *f, FILE *out);
 
 /* ---------------------------------------------------------------- models and sessions */
@@ -190,6 +209,9 @@ const char *rlx_model_backend_name(const rlx_model *m);
 int rlx_model_threads(const rlx_model *m);
 /* print the flow / the compiled graph after passes (op counts, fused regions, arena) */
 int rlx_model_dump_flow(rlx_model *m, FILE *out, rlx_diag *d);
+/* the prefill and decode flows as one JSON flow file for rlx_model_options.flow_file
+ * (one flow when they are the same, else each under a phase= condition) */
+int rlx_model_dump_flow_json(rlx_model *m, FILE *out, rlx_diag *d);
 int rlx_model_dump_graph(rlx_model *m, int phase, int64_t seq_len, FILE *out, rlx_diag *d);
 
 /* ctx_len: KV cache rows (0: min(max_position_embeddings, 4096)) */

@@ -2,6 +2,27 @@
 #include <string.h>
 #include "recipe_common.h"
 
+int recipe_check_size(const rlx_config *src, const char *key, int64_t v, const rlx_host_api *host,
+                      rlx_diag *d)
+{
+    if (v <= 0) return host->config_fail(src, d, RLX_ERR_INVALID, "%s: must be positive, got %lld", key, (long long)v);
+    if (v > (1ll << 24))
+        return host->config_fail(src, d, RLX_ERR_UNSUPPORTED, "%s: %lld is larger than %lld", key, (long long)v,
+                                 1ll << 24);
+    return 0;
+}
+
+int recipe_session_inputs(rlx_flow *flow, const rlx_host_api *host)
+{
+    int64_t t[1] = {-1}, one[1] = {1};
+    int rc = host->flow_input(flow, "input_ids", RLX_I32, 1, t);
+    if (!rc) rc = host->flow_input(flow, "positions", RLX_I32, 1, t);
+    if (!rc) rc = host->flow_input(flow, "pos", RLX_I32, 1, one);
+    if (!rc) rc = host->flow_input_fill(flow, "positions", RLX_FILL_IOTA);
+    if (!rc) rc = host->flow_input_fill(flow, "pos", RLX_FILL_ZEROS);
+    return rc;
+}
+
 int recipe_check_layers(const rlx_model_config *cfg, const rlx_host_api *host, rlx_diag *d)
 {
     if (cfg->num_layers <= 0 || cfg->num_layers > RLX_MAX_LAYERS)
@@ -47,7 +68,7 @@ int recipe_decoder_flow(rlx_flow *flow, int phase, const rlx_model_config *cfg,
                               r->arch, phase), RLX_ERR_UNSUPPORTED;
     int rc = check_decoder_config(cfg, r, host, d);
     if (rc) return rc;
-    if (host->flow_stage(flow, "token_embed", r->embed) != 0 ||
+    if (recipe_session_inputs(flow, host) != 0 || host->flow_stage(flow, "token_embed", r->embed) != 0 ||
         host->flow_stage(flow, "rope_tables", "{}") != 0 ||
         (r->local_rope && host->flow_stage(flow, "rope_tables", r->local_rope) != 0) ||
         host->flow_repeat_begin(flow, cfg->num_layers) != 0 ||

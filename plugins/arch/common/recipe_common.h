@@ -25,6 +25,14 @@ typedef struct recipe_decoder {
     const char *final_norm;   /* final_norm parameters */
 } recipe_decoder;
 
+/* v must be in [1, 2^24] (so products of two sizes cannot overflow); fails naming key */
+int recipe_check_size(const rlx_config *src, const char *key, int64_t v, const rlx_host_api *host,
+                      rlx_diag *d);
+
+/* the session inputs of a decoder LM: input_ids [T], positions [T] (default 0..T-1),
+ * pos [1] (default 0) */
+int recipe_session_inputs(rlx_flow *flow, const rlx_host_api *host);
+
 /* num_hidden_layers in [1, RLX_MAX_LAYERS] */
 int recipe_check_layers(const rlx_model_config *cfg, const rlx_host_api *host, rlx_diag *d);
 

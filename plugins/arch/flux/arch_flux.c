@@ -6,9 +6,7 @@
  * txt_ids [S, A], pooled_projections [P] (FLUX.1) | guidance [] (FLUX.2) -> output [T, C]. */
 #include <stdio.h>
 #include <string.h>
-#include "rlx/plugin.h"
-/* recipes that declare their own inputs need host->flow_input */
-#define RLX_PLUGIN_HOST_NEEDS flow_input
+#include "../common/recipe_common.h"
 #include "../../common/rlx_plugin_boilerplate.h"
 
 static int inputs(rlx_flow *f, const rlx_model_config *cfg, const rlx_host_api *h, int flux2)
@@ -56,16 +54,60 @@ static int build_flow(rlx_flow *flow, int phase, const rlx_model_config *cfg,
     return 0;
 }
 
+/* a ratio in (0, 64] (mlp_ratio), so sizes derived from it stay small */
+static int ratio(const rlx_config *src, const char *key, double def, double *out, const rlx_host_api *h,
+                 rlx_diag *d)
+{
+    int rc = h->config_num(src, key, def, out, d);
+    if (!rc && !(*out > 0 && *out <= 64))
+        return h->config_fail(src, d, RLX_ERR_INVALID, "%s: expected a ratio in (0, 64], got %g", key, *out);
+    return rc;
+}
+
+/* FluxTransformer2DModel / Flux2Transformer2DModel defaults (diffusers) */
+static int configure(const rlx_config *src, rlx_model_config *cfg, const rlx_host_api *h, rlx_diag *d)
+{
+    int flux2 = strncmp(cfg->architecture, "Flux2", 5) == 0;
+    snprintf(cfg->model_type, sizeof cfg->model_type, "flux");
+    int rc = h->config_int(src, "num_attention_heads", 24, &cfg->num_heads, d);
+    if (!rc) rc = h->config_int(src, "attention_head_dim", 128, &cfg->head_dim, d);
+    if (!rc) rc = recipe_check_size(src, "num_attention_heads", cfg->num_heads, h, d);
+    if (!rc) rc = recipe_check_size(src, "attention_head_dim", cfg->head_dim, h, d);
+    if (rc) return rc;
+    cfg->num_kv_heads = cfg->num_heads;
+    cfg->hidden_size = cfg->num_heads * cfg->head_dim;
+    rc = h->config_int(src, "num_layers", 19, &cfg->num_layers, d);
+    if (!rc) rc = recipe_check_size(src, "num_layers", cfg->num_layers, h, d);
+    if (!rc && cfg->num_layers > RLX_MAX_LAYERS)
+        return h->config_fail(src, d, RLX_ERR_UNSUPPORTED, "num_layers: %lld layers, at most %d supported",
+                              (long long)cfg->num_layers, RLX_MAX_LAYERS);
+    double mlp = 0;
+    if (!rc) rc = ratio(src, "mlp_ratio", flux2 ? 3.0 : 4.0, &mlp, h, d);
+    cfg->intermediate_size = (int64_t)(cfg->hidden_size * mlp);
+    if (!rc) rc = h->config_num(src, "eps", 1e-6, &cfg->norm_eps, d);
+    if (!rc) rc = h->config_num(src, "rope_theta", flux2 ? 2000.0 : 10000.0, &cfg->rope_theta, d);
+    snprintf(cfg->rope_type, sizeof cfg->rope_type, "default");
+    if (!rc) rc = h->config_int(src, "in_channels", flux2 ? 128 : 64, &cfg->in_channels, d);
+    if (!rc) rc = h->config_int(src, "joint_attention_dim", flux2 ? 15360 : 4096, &cfg->context_dim, d);
+    if (!rc && !flux2) rc = h->config_int(src, "pooled_projection_dim", 768, &cfg->pooled_dim, d);
+    int64_t axes = h->config_len(src, "axes_dims_rope");
+    cfg->rope_axes = (int32_t)(axes >= 0 ? axes : flux2 ? 4 : 3);
+    return rc;
+}
+
 static const char *const model_types[] = {"flux", NULL};
+static const char *const classes[] = {"FluxTransformer2DModel", "Flux2Transformer2DModel", NULL};
 
 static const rlx_arch arch = {
-    .struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_arch, phases),
+    .struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_arch, class_names),
     .name = "flux",
     .model_types = model_types,
     .default_profile = "flux2",
     .decode_profile = NULL,
     .build_flow = build_flow,
     .phases = 1u << RLX_PHASE_ENCODE,
+    .configure = configure,
+    .class_names = classes,
 };
 
 RLX_ARCH_PLUGIN("arch-flux", "FLUX.1 / FLUX.2 transformer recipe: config.json -> encode flow (output)", arch)

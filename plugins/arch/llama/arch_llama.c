@@ -49,13 +49,26 @@ static int build_flow(rlx_flow *flow, int phase, const rlx_model_config *cfg,
 
 static const char *const model_types[] = {"llama", NULL};
 
+/* LlamaConfig's defaults */
+static const rlx_config_defaults llama_defaults = {
+    .struct_size = sizeof(rlx_config_defaults), .vocab_size = 32000, .hidden_size = 4096,
+    .intermediate_size = 11008, .num_layers = 32, .num_heads = 32, .max_position_embeddings = 2048,
+    .eps_key = "rms_norm_eps", .eps = 1e-6, .act_key = "hidden_act", .act = "silu", .rope_theta = 10000.0,
+    .bos_token_id = 1, .eos_token_id = 2};
+
+static int configure(const rlx_config *src, rlx_model_config *cfg, const rlx_host_api *host, rlx_diag *d)
+{
+    return host->config_read_common(src, &llama_defaults, cfg, d);
+}
+
 static const rlx_arch arch = {
-    .struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_arch, build_flow),
+    .struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_arch, class_names),
     .name = "llama",
     .model_types = model_types,
     .default_profile = "llama32_prefill",
     .decode_profile = "llama32_decode",
     .build_flow = build_flow,
+    .configure = configure,
 };
 
 RLX_ARCH_PLUGIN("arch-llama",

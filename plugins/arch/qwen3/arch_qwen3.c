@@ -25,15 +25,42 @@ static int build_flow(rlx_flow *flow, int phase, const rlx_model_config *cfg,
     return recipe_decoder_flow(flow, phase, cfg, &recipe, host, d);
 }
 
+/* Qwen3Config's defaults */
+static const rlx_config_defaults qwen3_defaults = {
+    .struct_size = sizeof(rlx_config_defaults), .vocab_size = 151936, .hidden_size = 4096,
+    .intermediate_size = 22016, .num_layers = 32, .num_heads = 32, .num_kv_heads = 32, .head_dim = 128,
+    .max_position_embeddings = 32768, .eps_key = "rms_norm_eps", .eps = 1e-6, .act_key = "hidden_act",
+    .act = "silu", .rope_theta = 10000.0, .bos_token_id = -1, .eos_token_id = -1};
+
+/* the common keys, then Qwen's sliding window: only with use_sliding_window, on the
+ * layers from max_window_layers on (4.x; 5.x writes layer_types) */
+static int configure(const rlx_config *src, rlx_model_config *cfg, const rlx_host_api *host, rlx_diag *d)
+{
+    int rc = host->config_read_common(src, &qwen3_defaults, cfg, d);
+    int on = 0;
+    if (!rc) rc = host->config_bool(src, "use_sliding_window", 0, &on, d);
+    if (rc || !on) return rc;
+    rc = host->config_int(src, "sliding_window", 4096, &cfg->sliding_window, d);
+    if (!rc && cfg->sliding_window < 0) return host->config_fail(src, d, RLX_ERR_INVALID, "sliding_window: negative");
+    int64_t mwl = 28;
+    if (!rc && !host->config_has(src, "layer_types")) {
+        rc = host->config_int(src, "max_window_layers", 28, &mwl, d);
+        for (int64_t i = 0; !rc && i < cfg->num_layers; i++)
+            cfg->layer_types[i] = i >= mwl ? RLX_LAYER_SLIDING : RLX_LAYER_FULL;
+    }
+    return rc;
+}
+
 static const char *const model_types[] = {"qwen3", NULL};
 
 static const rlx_arch arch = {
-    .struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_arch, build_flow),
+    .struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_arch, class_names),
     .name = "qwen3",
     .model_types = model_types,
     .default_profile = "qwen3_prefill",
     .decode_profile = "qwen3_decode",
     .build_flow = build_flow,
+    .configure = configure,
 };
 
 RLX_ARCH_PLUGIN("arch-qwen3",

@@ -227,18 +227,19 @@ static int rope_tables(rlx_ctx *c, const rlx_host_api *h)
     return rc;
 }
 
-/* Attention without a KV cache (encoders, one-shot prefill): reads "hidden" (already
- * normed), writes the attention output (before the residual add). */
-static int self_attn_prefill(rlx_ctx *c, const rlx_host_api *h)
+/* Self-attention of the HF layout: reads "hidden" (already normed), writes the attention
+ * output (before the residual add). cache: the states' prefix (cache.{i}), NULL: none. */
+static int attn_common(const blk_em *e, const char *cache)
 {
-    EM("self_attn_prefill");
-    const rlx_model_config *cfg = cfg_of(&e);
-    const char *prefix = pstr(&e, "prefix", NULL);
-    if (!prefix) return h->fail(c, "self_attn_prefill: needs the parameter 'prefix' (e.g. model.layers.0.self_attn.)");
-    const char *in = pstr(&e, "in", "hidden");
-    int32_t x = blk_slot(&e, in);
+    rlx_ctx *c = e->c;
+    const rlx_host_api *h = e->h;
+    const rlx_model_config *cfg = cfg_of(e);
+    const char *prefix = pstr(e, "prefix", NULL);
+    if (!prefix) return h->fail(c, "%s: needs the parameter 'prefix' (e.g. model.layers.{i}.self_attn.)", e->who);
+    const char *in = pstr(e, "in", "hidden");
+    int32_t x = blk_slot(e, in);
     if (x < 0) return RLX_ERR_INVALID;
-    const char *rope = pstr(&e, "rope", "rope.inv_freq");
+    const char *rope = pstr(e, "rope", "rope.inv_freq");
     blk_attn_args a = {
         .prefix = prefix,
         .num_heads = h->param_int(c, "num_heads", cfg->num_heads),
@@ -253,9 +254,29 @@ static int self_attn_prefill(rlx_ctx *c, const rlx_host_api *h)
         .causal = (int)h->param_int(c, "causal", 1),
         .window = h->param_int(c, "window", 0),
         .softcap = h->param_float(c, "softcap", 0.0),
-        .cache = NULL,
+        .cache = cache,
     };
-    return put(&e, pstr(&e, "out", in), blk_self_attention(&e, x, &a));
+    if (a.num_heads <= 0 || a.num_kv_heads <= 0 || a.head_dim <= 0 || a.num_heads % a.num_kv_heads)
+        return h->fail(c, "%s: num_heads %lld must be a positive multiple of num_kv_heads %lld (head_dim %lld)",
+                       e->who, (long long)a.num_heads, (long long)a.num_kv_heads, (long long)a.head_dim);
+    return put(e, pstr(e, "out", in), blk_self_attention(e, x, &a));
+}
+
+/* Attention without a KV cache (encoders, one-shot prefill) */
+static int self_attn_prefill(rlx_ctx *c, const rlx_host_api *h)
+{
+    EM("self_attn_prefill");
+    return attn_common(&e, NULL);
+}
+
+/* Attention over the layer's KV cache (states cache.{i}.k / .v, written at "pos"), the
+ * same emission llama.decoder_layer uses: serves prefill and decode alike */
+static int self_attn(rlx_ctx *c, const rlx_host_api *h)
+{
+    EM("self_attn");
+    const char *cache = pstr(&e, "cache", NULL);
+    if (!cache || !*cache) return h->fail(c, "self_attn: needs the parameter 'cache' (e.g. cache.{i})");
+    return attn_common(&e, cache);
 }
 
 #define BLOCK(id, fn, sum, par)                                                              \
@@ -290,3 +311,7 @@ BLOCK(blk_core_rope_tables, rope_tables, "rotary inverse frequencies (default, l
 BLOCK(blk_core_self_attn_prefill, self_attn_prefill, "multi-head self-attention without a KV cache",
       "prefix: str (holds q_proj..o_proj); num_heads, num_kv_heads, head_dim, bias, qk_norm: int; "
       "rope: slot (empty: none); scale, softcap: float; causal, window: int; in, out: slots");
+BLOCK(blk_core_self_attn, self_attn, "multi-head self-attention over the layer's KV cache (prefill and decode)",
+      "prefix: str (holds q_proj..o_proj); cache: str (cache.{i}: states cache.{i}.k/.v); num_heads, "
+      "num_kv_heads, head_dim, bias, qk_norm: int; rope: slot (empty: none); scale, softcap: float; "
+      "causal, window: int; in, out: slots");

@@ -1,0 +1,20 @@
+/* The build stage: a flow and what it reads (the model's description, its checkpoint
+ * headers, the loaded plugins) -> a graph. Nothing here converts or uploads a weight:
+ * emission records names and shapes; the runtime binds what survives the passes. */
+#ifndef RLX_BUILD_H
+#define RLX_BUILD_H
+#include "ir/graph.h"
+
+typedef struct rg_build_env {
+    const rlx_model_config *cfg;
+    const rlx_config *config;     /* raw config.json; NULL for flows built in code */
+    const rlx_weights *weights;   /* checkpoint headers; NULL: no weights */
+    const rlx_registry *registry; /* blocks; NULL: custom stages only */
+    const char *policy;           /* fusion policy of the phase built */
+} rg_build_env;
+
+int rg_build(const rg_build_env *env, const rlx_flow *f, int phase, int64_t T, int64_t ctx,
+             rg_graph **out, rlx_diag *d);
+/* a config number: fields the loader defaulted first, then config.json by dotted key */
+int rg_config_lookup(const rg_build_env *env, const char *key, double *out);
+#endif
