@@ -343,6 +343,29 @@ START_TEST(isolate_flag)
 }
 END_TEST
 
+/* A folder of 50 foreign .so files: three refusal warnings and one summary line, not 50. */
+START_TEST(many_refusals_one_summary)
+{
+    static const char *const names[] = {"tp-block", NULL};
+    char *dir = tp_dir(names);
+    for (int i = 0; i < 50; i++) {
+        char f[32];
+        snprintf(f, sizeof f, "junk%02d.so", i);
+        tp_write(dir, f, "text\n", 5);
+    }
+    tu_result r = tool(dir, "list");
+    ck_assert_int_eq(r.status, 0);
+    size_t warn = 0;
+    for (const char *p = r.err; (p = strstr(p, "registry: refused: not an ELF file")); p++) warn++;
+    ck_assert_uint_eq(warn, 3);
+    ck_assert_ptr_nonnull(strstr(r.err, "registry: 47 more plugin files refused (rlx-plugins list says why)\n"));
+    ck_assert_ptr_nonnull(strstr(r.out, "), 50 refused\n"));
+    tu_result_free(&r);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 /* The build tree's real plugins (whichever exist yet) all load, next to the test ones. */
 START_TEST(real_plugins_load)
 {
@@ -416,6 +439,7 @@ int main(void)
     tcase_add_test(tc, exit_codes);
     tcase_add_test(tc, real_plugins_load);
     tcase_add_test(tc, isolate_flag);
+    tcase_add_test(tc, many_refusals_one_summary);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

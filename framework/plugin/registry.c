@@ -172,7 +172,7 @@ static void refuse(plugin *p, const char *fmt, ...)
     p->version = NULL;
     p->info.loaded = 0;
     p->info.desc = NULL;
-    rlx__host_log(RLX_LOG_WARN, "registry", "refused: %s (%s)", msg, p->path);
+    rlx__host_log(RLX_LOG_DEBUG, "registry", "refused: %s (%s)", msg, p->path);
 }
 
 /* ---------------------------------------------------------------- validation */
@@ -661,6 +661,23 @@ static int index_backends(rlx_registry *r)
     return 0;
 }
 
+/* The first few refusals as warnings, the rest as one line: a folder full of foreign
+ * .so files must not bury every run's output (rlx-plugins list shows them all). */
+#define MAX_WARN 3
+static void log_refusals(const rlx_registry *r)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->n_plugins; i++) {
+        const plugin *p = &r->plugins[i];
+        if (p->info.loaded || !p->reason) continue;
+        if (n++ < MAX_WARN)
+            rlx__host_log(RLX_LOG_WARN, "registry", "refused: %s (%s)", p->reason, p->path);
+    }
+    if (n > MAX_WARN)
+        rlx__host_log(RLX_LOG_WARN, "registry", "%zu more plugin files refused (rlx-plugins list says why)",
+                      n - MAX_WARN);
+}
+
 RLX_API int rlx_registry_open(const char *search_path, rlx_registry **out, rlx_diag *d)
 {
     if (!out) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_registry_open: out is NULL");
@@ -678,6 +695,7 @@ RLX_API int rlx_registry_open(const char *search_path, rlx_registry **out, rlx_d
     for (size_t i = 0; rc == 0 && i < r->n_plugins; i++)
         if (r->plugins[i].pending) rc = load_one(r, &r->plugins[i]);
     if (rc == 0) rc = index_backends(r);
+    if (rc == 0) log_refusals(r);
     if (rc) {
         rlx_registry_close(r);
         return rlx_diag_set(d, RLX_ERR_NOMEM, "plugin registry: out of memory");
