@@ -271,7 +271,9 @@ START_TEST(test_descriptor)
     ck_assert_int_eq(BE->priority, 0);
     ck_assert(BE->flags & RLX_BACKEND_HOST_MEMORY);
     ck_assert_str_eq(BE->dtypes[0], "f32");
-    ck_assert_ptr_null(BE->dtypes[1]);
+    ck_assert_str_eq(BE->dtypes[1], "f16");
+    ck_assert_str_eq(BE->dtypes[2], "bf16");
+    ck_assert_ptr_null(BE->dtypes[3]);
     static const char *want[] = {
         "rlx.embedding", "rlx.matmul", "rlx.matmul_nn", "rlx.add", "rlx.sub", "rlx.mul",
         "rlx.scale", "rlx.add_scalar", "rlx.silu", "rlx.gelu", "rlx.gelu_tanh", "rlx.tanh",

@@ -650,6 +650,58 @@ START_TEST(weights_tied_once_and_shape_checked)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- precision */
+
+static const char *const F32_NO_CAST[] = {"rlx.matmul", "rlx.copy", NULL};
+
+START_TEST(precision_casts_or_names_op_and_dtype)
+{
+    char *dir = tu_mkdtemp();
+    char path[4096];
+    snprintf(path, sizeof path, "%s/w.safetensors", dir);
+    rlx_st_writer *sw = rlx_st_writer_new();
+    rlx_diag d;
+    rlx_diag_init(&d);
+    static float emb[24];
+    rlx_shape se = shp(2, (int64_t)6, (int64_t)4);
+    ck_assert_int_eq(rlx_st_writer_add(sw, "model.embed_tokens.weight", RLX_F32, &se, emb, &d), 0);
+    ck_assert_msg(rlx_st_writer_save(sw, path, &d) == 0, "%s", d.msg);
+    rlx_st_writer_free(sw);
+    rlx_weights *w = NULL;
+    ck_assert_msg(rlx_weights_open(path, &w, &d) == 0, "%s", d.msg);
+    rlx_profile pr;
+    rlx_profile_defaults(&pr);
+    strcpy(pr.precision.compute, "bf16");
+
+    /* the fake backend lists f32 only: the bf16 weight reaches its matmul through a cast */
+    rlx_flow *f = flow_x(4);
+    rlx_flow_custom(f, "head", emit_tied, NULL);
+    rlx_model *m = model(f, ALL_OPS, "direct", &pr, w);
+    ck_assert_msg(compile(m, 2, &d) == 0, "%s", d.msg);
+    ck_assert_int_eq(fake_count("rlx.cast"), 1);
+    for (uint32_t v = 0; v < fake_rec.n_values; v++) {
+        if (fake_rec.values[v].kind == RLX_VALUE_WEIGHT) ck_assert_int_eq(fake_rec.values[v].dtype, RLX_BF16);
+        if (fake_rec.values[v].kind == RLX_VALUE_OUTPUT) ck_assert_int_eq(fake_rec.values[v].dtype, RLX_F32);
+    }
+    rlx_model_close(m);
+    /* without rlx.cast it cannot: the error names the op and the dtypes */
+    m = model(f, F32_NO_CAST, "direct", &pr, w);
+    ck_assert_int_eq(compile(m, 2, &d), RLX_ERR_UNSUPPORTED);
+    ck_assert_str_eq(d.msg, "backend fake cannot run rlx.matmul in F32,BF16 -> F32 and has no rlx.cast to run it in F32 (stage 1 (head))");
+    rlx_model_close(m);
+    /* f32 compute: no cast at all */
+    strcpy(pr.precision.compute, "f32");
+    m = model(f, F32_NO_CAST, "direct", &pr, w);
+    ck_assert_msg(compile(m, 2, &d) == 0, "%s", d.msg);
+    ck_assert_int_eq(fake_count("rlx.cast"), 0);
+    rlx_model_close(m);
+    rlx_flow_free(f);
+    rlx_weights_close(w);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("graph");
@@ -664,6 +716,7 @@ static Suite *suite(void)
     tcase_add_test(t, legalize_decomposes_what_backend_lacks);
     tcase_add_test(t, arena_reuses_memory_without_overlap);
     tcase_add_test(t, weights_tied_once_and_shape_checked);
+    tcase_add_test(t, precision_casts_or_names_op_and_dtype);
     suite_add_tcase(s, t);
     return s;
 }

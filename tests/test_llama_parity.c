@@ -311,18 +311,28 @@ START_TEST(test_cli_errors)
                   r.status, r.err);
     tu_result_free(&r);
 
-    /* a profile asking for bf16 compute is refused, not silently run in f32 */
+    /* a profile asking for bf16 compute is honoured: --dump-graph shows the dtypes */
     char *dir = tu_mkdtemp(), prof[1024];
     snprintf(prof, sizeof prof, "%s/bf16.rlx.json", dir);
     FILE *f = fopen(prof, "w");
     ck_assert(f != NULL);
     fputs("{\"precision\": {\"compute\": \"bf16\"}}", f);
     fclose(f);
-    snprintf(args, sizeof args, "generate --model '%s' --ids 1,2 -n 2 --profile '%s'", tu_fixture("llama32-tiny"),
+    snprintf(args, sizeof args, "generate --model '%s' --ids 1,2 -n 2 --profile '%s' --dump-graph", tu_fixture("llama32-tiny"),
              prof);
     r = run_cli(args);
-    ck_assert_msg(r.status == 1 && one_line(r.err) &&
-                      strstr(r.err, "precision.compute \"bf16\" / precision.mixed \"none\": not implemented yet"),
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.out, "precision: weights F32 1792 bytes BF16 ") && strstr(r.out, "rlx.matmul") &&
+                      strstr(r.out, " BF16[") && strstr(r.out, "rlx.cast"),
+                  "%.300s", r.out);
+    tu_result_free(&r);
+    /* and a bad precision enum is refused naming it */
+    f = fopen(prof, "w");
+    ck_assert(f != NULL);
+    fputs("{\"precision\": {\"compute\": \"fp8\"}}", f);
+    fclose(f);
+    r = run_cli(args);
+    ck_assert_msg(r.status == 1 && one_line(r.err) && strstr(r.err, "precision.compute") && strstr(r.err, "fp8"),
                   "exit %d: %s", r.status, r.err);
     tu_result_free(&r);
     tu_rmrf(dir);

@@ -13,7 +13,8 @@
 
 static const char usage[] =
     "usage: rlx-bench (--model DIR | --config config.json) [--prefill T] [--decode N] [--batch B] "
-    "[--backend NAME] [--threads N] [--profile NAME|FILE] [--reps R] [--no-reference] [--json]";
+    "[--backend NAME] [--threads N] [--profile NAME|FILE] [--reps R] [--no-reference] [--json] "
+    "[--peer-llamacpp LLAMA_BENCH --peer-gguf FILE]";
 
 static const char help[] =
     "usage: rlx-bench (--model DIR | --config config.json) [options]\n"
@@ -27,13 +28,22 @@ static const char help[] =
     "  --threads N          CPU worker threads (0: one per physical core)\n"
     "  --profile NAME|FILE  compile profile\n"
     "  --policy direct|fusable fusion policy\n"
+    "  --precision f32|f16|bf16 compute dtype, overriding the profile's precision.compute\n"
+    "  --mixed none|auto      precision.mixed (auto: only matmul weights in 16 bits)\n"
     "  --reps R             repetitions (default 3)\n"
     "  --seed S             seed of the random weights and prompt (default 1)\n"
     "  --no-reference       skip the same-run ceilings (CPU: read GB/s, OpenBLAS sgemm)\n"
+    "  --peer-llamacpp BIN  after rlx, run llama.cpp's llama-bench BIN on --peer-gguf FILE\n"
+    "                       (-p T -n N -t threads -r reps) and print the ratios rlx/llama.cpp\n"
+    "  --peer-gguf FILE     the GGUF with the same shapes (and 16-bit or f32 weights) as the model\n"
     "  --json               {\"prefill_tokens_per_s\",\"decode_tokens_per_s\",\"prefill_gflops\",\n"
     "                        \"decode_gb_per_s\",\"threads\",\"backend\",\"reps\"} plus, on the\n"
     "                       CPU, \"reference\":{\"read_gb_per_s\",\"sgemm_gflops\",\"sgemm_mkn\"},\n"
-    "                       \"decode_vs_read_bandwidth\" and \"prefill_vs_sgemm\" (ratios)\n";
+    "                       \"decode_vs_read_bandwidth\", \"decode_floor_tokens_per_s\" and\n"
+    "                       \"prefill_vs_sgemm\"; with a peer, \"peer\":{\"prefill_tokens_per_s\",\n"
+    "                       \"decode_tokens_per_s\",\"gguf\"}, \"prefill_vs_peer\", \"decode_vs_peer\"\n"
+    "Decode GB/s counts the weights in the compute dtype (--precision: 2 bytes for f16/bf16,\n"
+    "4 for f32) and the KV cache in f32 unless 16-bit compute with --mixed none.\n";
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -140,6 +150,7 @@ typedef struct bench_args {
     long long prefill, decode, batch, reps, seed;
     int json;
     int reference; /* measure machine ceilings in the same run */
+    const char *peer_bin, *peer_gguf; /* llama.cpp's llama-bench and its model */
     run_model_flags mf;
 } bench_args;
 
@@ -165,6 +176,8 @@ static int parse(int argc, char **argv, bench_args *a)
         VALUE("--decode") { if (run_int("--decode", v, 0, 1 << 20, &a->decode)) goto bad; continue; }
         VALUE("--batch") { if (run_int("--batch", v, 1, 4096, &a->batch)) goto bad; continue; }
         VALUE("--reps") { if (run_int("--reps", v, 1, 10000, &a->reps)) goto bad; continue; }
+        VALUE("--peer-llamacpp") { a->peer_bin = v; continue; }
+        VALUE("--peer-gguf") { a->peer_gguf = v; continue; }
         VALUE("--seed") { if (run_int("--seed", v, 0, INT64_MAX, &a->seed)) goto bad; continue; }
 #undef VALUE
         if (!strcmp(argv[i], "--json")) a->json = 1;
@@ -173,6 +186,10 @@ static int parse(int argc, char **argv, bench_args *a)
             fprintf(stderr, "rlx-bench: unknown option '%s'\n%s\n", argv[i], usage);
             return 2;
         }
+    }
+    if (!a->peer_bin != !a->peer_gguf) {
+        fprintf(stderr, "rlx-bench: --peer-llamacpp and --peer-gguf go together\n%s\n", usage);
+        return 2;
     }
     if (!a->model == !a->config) {
         fprintf(stderr, "rlx-bench: give exactly one of --model and --config\n%s\n", usage);
@@ -192,6 +209,47 @@ static double linear_params(const rlx_model_config *m)
     double q = (double)m->num_heads * hd;
     double kv = (double)(m->num_kv_heads > 0 ? m->num_kv_heads : m->num_heads) * hd;
     return (double)m->num_layers * (H * q * 2 + H * kv * 2 + 3 * H * I) + (double)m->vocab_size * H;
+}
+
+/* llama.cpp's llama-bench on the peer GGUF, same prompt/decode lengths, threads and reps:
+ * its pp and tg tokens/s (-o json: one object per test with n_prompt, n_gen, avg_ts) */
+static int run_peer(const bench_args *a, int threads, double *pp, double *tg, rlx_diag *d)
+{
+    char cmd[8192];
+    *pp = *tg = 0;
+    snprintf(cmd, sizeof cmd, "'%s' -m '%s' -p %lld -n %lld -t %d -r %lld -o json 2>/dev/null", a->peer_bin,
+             a->peer_gguf, a->prefill, a->decode, threads, a->reps);
+    FILE *p = popen(cmd, "r");
+    if (!p) return rlx_diag_set(d, RLX_ERR_IO, "%s: cannot run", a->peer_bin);
+    size_t cap = 1 << 16, len = 0, got;
+    char *buf = malloc(cap);
+    while (buf && (got = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+        len += got;
+        if (len + 1 == cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) break;
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    int st = pclose(p);
+    if (!buf) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    buf[len] = 0;
+    json_error_t e;
+    json_t *j = json_loads(buf, 0, &e);
+    free(buf);
+    if (!j || !json_is_array(j)) {
+        if (j) json_decref(j);
+        return rlx_diag_set(d, RLX_ERR_IO, "%s on %s: exit %d, no JSON array on stdout", a->peer_bin, a->peer_gguf, st);
+    }
+    for (size_t i = 0; i < json_array_size(j); i++) {
+        json_t *o = json_array_get(j, i);
+        double ts = json_number_value(json_object_get(o, "avg_ts"));
+        if (json_integer_value(json_object_get(o, "n_prompt")) > 0) *pp = ts;
+        else if (json_integer_value(json_object_get(o, "n_gen")) > 0) *tg = ts;
+    }
+    json_decref(j);
+    return 0;
 }
 
 static int bench(const bench_args *a, const char *dir, rlx_diag *d)
@@ -235,10 +293,13 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
         /* 2 flops per weight per token + causal attention (QK and PV over T/2 keys on average) */
         double attn = 4.0 * (double)cfg->num_layers * (double)cfg->num_heads * hd * (double)T / 2.0;
         double gflops = p_tps * (2.0 * lp + attn) / 1e9;
-        /* F32 weights streamed once per decode token, plus the K/V cache read */
+        /* weights streamed once per decode token (in the compute dtype), plus the K/V cache read */
         double kv = 2.0 * (double)cfg->num_layers * (double)(cfg->num_kv_heads > 0 ? cfg->num_kv_heads : cfg->num_heads) *
                     hd * ((double)T + (double)N / 2.0);
-        double gbs = d_tps * 4.0 * (lp + kv) / 1e9;
+        const char *pc = a->mf.precision ? a->mf.precision : "f32";
+        int half = strcmp(pc, "f32") != 0, kv_half = half && !(a->mf.mixed && !strcmp(a->mf.mixed, "auto"));
+        double bytes_tok = (half ? 2.0 : 4.0) * lp + (kv_half ? 2.0 : 4.0) * kv;
+        double gbs = d_tps * bytes_tok / 1e9;
         /* ceilings of this machine, measured now (CPU backend only) */
         struct { double read_gbps, sgemm_gflops; } ref = {0, 0};
         if (a->reference && !strcmp(rlx_model_backend_name(m), "cpu")) {
@@ -246,6 +307,8 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
             ref.read_gbps = bench_ref_read_gbps(th, (size_t)512 << 20, 5);
             ref.sgemm_gflops = bench_ref_sgemm_gflops(th, T, cfg->hidden_size, cfg->intermediate_size, 5);
         }
+        double peer_pp = 0, peer_tg = 0;
+        if (a->peer_bin && (rc = run_peer(a, rlx_model_threads(m), &peer_pp, &peer_tg, d)) != 0) goto done;
         if (a->json) {
             json_t *o = json_object();
             json_object_set_new(o, "prefill_tokens_per_s", json_real(p_tps));
@@ -263,7 +326,14 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
                                                               (json_int_t)cfg->intermediate_size));
                 json_object_set_new(o, "reference", r);
                 json_object_set_new(o, "decode_vs_read_bandwidth", json_real(gbs / ref.read_gbps));
+                json_object_set_new(o, "decode_floor_tokens_per_s", json_real(ref.read_gbps * 1e9 / bytes_tok));
                 json_object_set_new(o, "prefill_vs_sgemm", json_real(gflops / ref.sgemm_gflops));
+            }
+            if (a->peer_bin) {
+                json_object_set_new(o, "peer", json_pack("{s:f,s:f,s:s}", "prefill_tokens_per_s", peer_pp,
+                                                         "decode_tokens_per_s", peer_tg, "gguf", a->peer_gguf));
+                json_object_set_new(o, "prefill_vs_peer", json_real(peer_pp > 0 ? p_tps / peer_pp : 0));
+                json_object_set_new(o, "decode_vs_peer", json_real(peer_tg > 0 ? d_tps / peer_tg : 0));
             }
             char *txt = json_dumps(o, JSON_COMPACT);
             puts(txt ? txt : "{}");
@@ -281,8 +351,18 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
                        "GFLOP/s -> prefill at %.0f%%\n",
                        ref.read_gbps, 100.0 * gbs / ref.read_gbps, (long long)T, (long long)cfg->hidden_size,
                        (long long)cfg->intermediate_size, ref.sgemm_gflops, 100.0 * gflops / ref.sgemm_gflops);
+            if (ref.read_gbps > 0)
+                printf("decode floor (%.0f MB per token at %.1f GB/s): %.1f tok/s -> decode at %.0f%% of it\n",
+                       bytes_tok / 1e6, ref.read_gbps, ref.read_gbps * 1e9 / bytes_tok,
+                       100.0 * d_tps / (ref.read_gbps * 1e9 / bytes_tok));
+            if (a->peer_bin)
+                printf("peer llama.cpp (%s, same run): pp%lld %.1f tok/s, tg%lld %.1f tok/s -> rlx/llama.cpp "
+                       "prefill %.2fx, decode %.2fx\n",
+                       a->peer_gguf, a->prefill, peer_pp, a->decode, peer_tg, peer_pp > 0 ? p_tps / peer_pp : 0,
+                       peer_tg > 0 ? d_tps / peer_tg : 0);
         }
     }
+done:
     for (int64_t b = 0; s && b < B; b++) rlx_session_free(s[b]);
     free(s);
     free(ids);

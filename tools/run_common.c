@@ -193,6 +193,24 @@ int run_model_flag(int argc, char **argv, int *i, run_model_flags *f, const char
         f->policy = v;
         return 1;
     }
+    if ((r = run_opt(argc, argv, i, "--precision", &v)) != 0) {
+        if (r < 0) return r;
+        if (strcmp(v, "f32") && strcmp(v, "f16") && strcmp(v, "bf16")) {
+            run_usage(usage, "--precision: '%s' is not f32, f16 or bf16", v);
+            return -1;
+        }
+        f->precision = v;
+        return 1;
+    }
+    if ((r = run_opt(argc, argv, i, "--mixed", &v)) != 0) {
+        if (r < 0) return r;
+        if (strcmp(v, "none") && strcmp(v, "auto")) {
+            run_usage(usage, "--mixed: '%s' is not none or auto", v);
+            return -1;
+        }
+        f->mixed = v;
+        return 1;
+    }
     if ((r = run_opt(argc, argv, i, "--threads", &v)) != 0) {
         if (r < 0) return r;
         return run_int("--threads", v, 0, 4096, &f->threads) == 0 ? 1 : -1;
@@ -224,6 +242,8 @@ void run_model_options(const run_model_flags *f, rlx_model_options *o)
     if (f->profile) o->profile = f->profile;
     if (f->flow) o->flow_file = f->flow;
     if (f->policy) o->policy = f->policy;
+    if (f->precision) o->precision = f->precision;
+    if (f->mixed) o->mixed = f->mixed;
     o->threads = (int)f->threads;
 }
 

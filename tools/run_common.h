@@ -41,7 +41,7 @@ int run_check_logits(const float *logits, int64_t vocab, int64_t step);
 const char *run_demo_model_dir(void);
 /* Common model options (--backend, --profile, --threads, --policy, --flow). */
 typedef struct run_model_flags {
-    const char *backend, *profile, *policy, *flow;
+    const char *backend, *profile, *policy, *flow, *precision, *mixed;
     long long threads;
 } run_model_flags;
 /* Returns 1 when argv[*i] was one of them, 0 if not, -1 on a bad value (printed). */

@@ -7,7 +7,7 @@
 
 static const char usage[] =
     "usage: rlx-run forward --model DIR --inputs IN.safetensors --out OUT.safetensors "
-    "[--backend NAME] [--profile NAME|FILE] [--threads N] [--policy direct|fusable] [--flow FILE]";
+    "[--backend NAME] [--profile NAME|FILE] [--threads N] [--policy direct|fusable] [--precision f32|f16|bf16] [--mixed none|auto] [--flow FILE]";
 
 static const char help[] =
     "usage: rlx-run forward --model DIR --inputs IN.safetensors --out OUT.safetensors [options]\n"
@@ -21,6 +21,8 @@ static const char help[] =
     "  --profile NAME|FILE    compile profile preset or .rlx.json file\n"
     "  --threads N            CPU worker threads (0: one per physical core)\n"
     "  --policy direct|fusable fusion policy, overriding the profile's\n"
+    "  --precision f32|f16|bf16 compute dtype, overriding the profile's precision.compute\n"
+    "  --mixed none|auto      precision.mixed (auto: only matmul weights in 16 bits)\n"
     "  --flow FILE.json       flow file replacing the architecture's recipe\n"
     "  -h, --help             this help\n";
 

@@ -33,6 +33,8 @@ static const char help[] =
     "  --profile NAME|FILE    compile profile preset or .rlx.json file (default: the arch's)\n"
     "  --threads N            CPU worker threads (0: one per physical core)\n"
     "  --policy direct|fusable fusion policy, overriding the profile's\n"
+    "  --precision f32|f16|bf16 compute dtype, overriding the profile's precision.compute\n"
+    "  --mixed none|auto      precision.mixed (auto: only matmul weights in 16 bits)\n"
     "  --flow FILE.json       flow file replacing the architecture's recipe\n"
     "  --ctx N                KV cache rows (default: prompt + N)\n"
     "  --dump-flow            print the flow and exit (with --json: as a flow file that\n"

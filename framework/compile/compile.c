@@ -23,7 +23,11 @@ static int passes(rlx_model *m, rg_exec *e, rlx_diag *d)
     }
     /* profile backend.cpu.unfuse_regions: decompose composites the CPU kernels fuse */
     int unfuse = pr->backend.cpu.unfuse_regions && !strcmp(m->be->name, "cpu");
-    int rc = rg_legalize(g, m->be, unfuse, &e->stats, d);
+    int rc = rg_pass_precision(g, pr, &e->stats, d);
+    if (!rc) rc = rg_pass_f32_outputs(g, &e->stats, d);
+    if (!rc) rc = rg_pass_casts(g, m->be, 0, &e->stats, d);
+    if (!rc) rc = rg_legalize(g, m->be, unfuse, &e->stats, d);
+    if (!rc) rc = rg_pass_casts(g, m->be, 1, &e->stats, d);
     if (rc) return rc;
     if (pr->passes.dce) rg_pass_dce(g, &e->stats);
     return rg_schedule(g, d);
@@ -40,7 +44,7 @@ static int bind_fixed(rlx_model *m, rg_exec *e, rlx_diag *d)
         size_t bytes = (size_t)rlx_shape_numel(&vd->shape) * rlx_dtype_size(vd->dtype);
         if (vd->kind == RLX_VALUE_WEIGHT) {
             const rg_weight *w;
-            int rc = rg_model_weight(m, gv->name, NULL, 0, &w, d);
+            int rc = rg_model_weight_as(m, gv->name, vd->dtype, &w, d);
             if (rc) return rc;
             e->ptrs[i] = w->ptr;
         } else if (vd->kind == RLX_VALUE_CONST && host) {

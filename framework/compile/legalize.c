@@ -4,6 +4,7 @@
 #include "ir/ops.h"
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 rlx_value_desc *rg_value_descs(const rg_graph *g)
 {
@@ -31,7 +32,18 @@ int rg_backend_supports(const rlx_backend *be, const rg_graph *g, const rlx_valu
     for (const char *const *o = be->ops; o && *o; o++)
         if (!strcmp(*o, n->op)) listed = 1;
     if (!listed) return 0;
-    if (!be->supports_op) return 1;
+    if (!be->supports_op && !strcmp(n->op, "rlx.cast")) return 1;
+    if (!be->supports_op) { /* every float operand in a dtype it lists */
+        for (uint32_t j = 0; j < n->n_in + n->n_out; j++) {
+            int32_t v = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+            if (v < 0) continue;
+            int dt = vd[v].dtype, ok = !(dt == RLX_F32 || dt == RLX_F16 || dt == RLX_BF16);
+            for (const char *const *t = be->dtypes; !ok && t && *t; t++)
+                ok = !strcasecmp(*t, rlx_dtype_name(dt));
+            if (!ok && !(dt == RLX_F32 && !be->dtypes)) return 0;
+        }
+        return 1;
+    }
     rlx_node_desc nd = {(uint32_t)RLX_STRUCT_SIZE(rlx_node_desc, n_attrs), n->op, n->in, n->n_in,
                         n->out, n->n_out, n->attrs, n->n_attrs};
     return be->supports_op(&nd, vd) == 1;

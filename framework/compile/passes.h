@@ -9,6 +9,7 @@ typedef struct rg_stats {
     uint32_t folded;
     uint32_t fused[4];     /* add_rms_norm, swiglu, geglu_tanh, linear_swiglu */
     uint32_t decomposed;
+    uint32_t casts;        /* rlx.cast nodes the precision passes inserted */
 } rg_stats;
 
 extern const char *const rg_fused_names[4];
@@ -25,5 +26,12 @@ int rg_pass_assert_clean(rg_graph *g, const rlx_backend *be, rlx_diag *d);
 int rg_backend_supports(const rlx_backend *be, const rg_graph *g, const rlx_value_desc *vd,
                         const rg_node *n);
 rlx_value_desc *rg_value_descs(const rg_graph *g);
+/* precision.c: value dtypes from the profile's precision (compute, mixed), then casts
+ * where the backend cannot run a node in its dtypes (must: fail naming the op and the
+ * dtypes when it cannot run it in f32 either); graph outputs stay f32. */
+int rg_precision_dtype(const rlx_profile *pr);
+int rg_pass_precision(rg_graph *g, const rlx_profile *pr, rg_stats *st, rlx_diag *d);
+int rg_pass_casts(rg_graph *g, const rlx_backend *be, int must, rg_stats *st, rlx_diag *d);
+int rg_pass_f32_outputs(rg_graph *g, rg_stats *st, rlx_diag *d);
 int rg_legalize(rg_graph *g, const rlx_backend *be, int unfuse, rg_stats *st, rlx_diag *d);
 #endif

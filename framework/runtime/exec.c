@@ -152,9 +152,25 @@ void rg_exec_dump(const rg_exec *e, FILE *out)
 {
     static const char *phases[] = {"prefill", "decode", "encode"};
     const rg_plan *p = &e->plan;
-    fprintf(out, "graph %s T=%lld ctx=%lld: %u nodes (built %u, dce removed %u, folded %u, decomposed %u)\n",
+    fprintf(out, "graph %s T=%lld ctx=%lld: %u nodes (built %u, dce removed %u, folded %u, decomposed %u, casts %u)\n",
             phases[e->phase], (long long)e->T, (long long)e->ctx, p->n_nodes, e->stats.built_nodes,
-            e->stats.dce_removed, e->stats.folded, e->stats.decomposed);
+            e->stats.dce_removed, e->stats.folded, e->stats.decomposed, e->stats.casts);
+    /* bytes per dtype: what the precision pass chose */
+    size_t wb[RLX_DTYPE_COUNT] = {0}, sb_[RLX_DTYPE_COUNT] = {0};
+    for (uint32_t i = 0; i < p->n_values; i++) {
+        const rlx_value_desc *v = &p->values[i];
+        if (v->dtype < 0 || v->dtype >= RLX_DTYPE_COUNT) continue;
+        size_t b = (size_t)rlx_shape_numel(&v->shape) * rlx_dtype_size(v->dtype);
+        if (v->kind == RLX_VALUE_WEIGHT) wb[v->dtype] += b;
+        if (v->kind == RLX_VALUE_STATE) sb_[v->dtype] += b;
+    }
+    fprintf(out, "precision: weights");
+    for (int k = 0; k < RLX_DTYPE_COUNT; k++)
+        if (wb[k]) fprintf(out, " %s %zu bytes", rlx_dtype_name(k), wb[k]);
+    fprintf(out, "; states");
+    for (int k = 0; k < RLX_DTYPE_COUNT; k++)
+        if (sb_[k]) fprintf(out, " %s %zu bytes", rlx_dtype_name(k), sb_[k]);
+    fprintf(out, "\n");
     fprintf(out, "fusion formed:");
     int any = 0;
     for (int k = 0; k < 4; k++)
@@ -188,7 +204,8 @@ void rg_exec_dump(const rg_exec *e, FILE *out)
         for (uint32_t j = 0; j < n->n_inputs; j++) fprintf(out, "%s%%%d", j ? "," : " ", n->inputs[j]);
         fprintf(out, " ->");
         for (uint32_t j = 0; j < n->n_outputs; j++)
-            fprintf(out, " %%%d %s", n->outputs[j], rlx_shape_str(&p->values[n->outputs[j]].shape, sb, sizeof sb));
+            fprintf(out, " %%%d %s%s", n->outputs[j], rlx_dtype_name(p->values[n->outputs[j]].dtype),
+                    rlx_shape_str(&p->values[n->outputs[j]].shape, sb, sizeof sb));
         fprintf(out, "\n");
     }
 }

@@ -97,6 +97,9 @@ RLX_API int rlx_model_from_flow(const rlx_model_spec *spec, const rlx_model_opti
     for (int k = 0; k < 2; k++) {
         if (spec->profile) m->profile[k] = *spec->profile;
         else rlx_profile_defaults(&m->profile[k]);
+        rlx_profile *p = &m->profile[k];
+        if (opt && opt->precision) snprintf(p->precision.compute, sizeof p->precision.compute, "%s", opt->precision);
+        if (opt && opt->mixed) snprintf(p->precision.mixed, sizeof p->precision.mixed, "%s", opt->mixed);
     }
     set_policy(m, opt);
     m->flow[0] = rg_flow_clone(spec->prefill);
@@ -151,21 +154,23 @@ static int load_profiles(rlx_model *m, const rlx_model_options *opt, rlx_diag *d
             }
             if (rc) return rc;
         }
-        /* f16/bf16 compute needs kernels no backend has yet: refuse rather than
-         * silently computing in f32 */
-        const rlx_profile *p = &m->profile[k];
-        if (strcmp(p->precision.compute, "f32") || strcmp(p->precision.mixed, "none"))
-            return rlx_diag_set(d, RLX_ERR_UNSUPPORTED,
-                                "profile %s: precision.compute \"%s\" / precision.mixed \"%s\": not "
-                                "implemented yet (rlx computes in f32; stored f16/bf16 weights are "
-                                "converted to f32 on load)",
-                                names[k] ? names[k] : "(defaults)", p->precision.compute, p->precision.mixed);
+        rlx_profile *p = &m->profile[k];
+        if (opt->precision) snprintf(p->precision.compute, sizeof p->precision.compute, "%s", opt->precision);
+        if (opt->mixed) snprintf(p->precision.mixed, sizeof p->precision.mixed, "%s", opt->mixed);
+        if (strcmp(p->precision.compute, "f32") && strcmp(p->precision.compute, "f16") &&
+            strcmp(p->precision.compute, "bf16"))
+            return rlx_diag_set(d, RLX_ERR_INVALID, "profile %s: precision.compute \"%s\": expected f32, f16 or bf16",
+                                names[k] ? names[k] : "(defaults)", p->precision.compute);
+        if (strcmp(p->precision.mixed, "none") && strcmp(p->precision.mixed, "auto"))
+            return rlx_diag_set(d, RLX_ERR_INVALID, "profile %s: precision.mixed \"%s\": expected none or auto",
+                                names[k] ? names[k] : "(defaults)", p->precision.mixed);
     }
     return 0;
 }
 
 static int build_flows(rlx_model *m, const rlx_model_options *opt, rlx_diag *d)
 {
+    m->encoder = arch_encodes(m->arch); /* a flow file for an encoder runs as one too */
     if (opt->flow_file) {
         rlx_flow *f = NULL;
         int rc = rlx_flow_load_json(opt->flow_file, &f, d);
@@ -180,7 +185,6 @@ static int build_flows(rlx_model *m, const rlx_model_options *opt, rlx_diag *d)
         return m->flow[1] ? 0 : rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     }
     static const int phases[2] = {RLX_PHASE_PREFILL, RLX_PHASE_DECODE};
-    m->encoder = arch_encodes(m->arch);
     for (int k = 0; k < 2; k++) {
         if (k && m->encoder) /* one flow: the second slot is a copy of it */
             return (m->flow[1] = rg_flow_clone(m->flow[0])) ? 0 : rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");

@@ -7,7 +7,8 @@
 typedef struct rg_weight {
     char *name;
     rlx_shape shape;
-    void *ptr;   /* what the backend reads: host F32 (mmapped or owned) or device */
+    int dtype;   /* as bound: f32, f16 or bf16 (one entry per name and dtype) */
+    void *ptr;   /* what the backend reads: host (mmapped or owned) or device */
     void *owned; /* malloc'd host copy, or NULL */
     int device;  /* ptr came from backend->alloc */
 } rg_weight;
@@ -68,7 +69,9 @@ struct rlx_session {
 /* min(max_position_embeddings, 4096) */
 int64_t rg_default_ctx(const rlx_model *m);
 
-/* model_weights.c: the F32 weight the backend reads, converted once (at bind). */
+/* model_weights.c: the weight the backend reads in dtype (f32, f16, bf16; f32 for
+ * rg_model_weight), converted once at bind; one entry per name and dtype. */
+int rg_model_weight_as(rlx_model *m, const char *name, int dtype, const rg_weight **out, rlx_diag *d);
 /* the build's view of the model, for phase */
 rg_build_env rg_model_build_env(const rlx_model *m, int phase);
 int rg_model_weight(rlx_model *m, const char *name, const rlx_shape *expect, int optional,

@@ -1,6 +1,7 @@
 /* Model weights as the backend reads them: looked up by Hugging Face name, checked
- * against the expected shape, converted once to f32 (zero-copy when already f32 and
- * the backend reads host memory), uploaded once when it does not. */
+ * against the expected shape, bound in the dtype the compiled program asks for (f32, f16
+ * or bf16): used in place when stored so and the backend reads host memory, else
+ * converted once; uploaded once when the backend does not read host memory. */
 #include "runtime/model.h"
 #include <stdlib.h>
 #include <string.h>
@@ -22,26 +23,20 @@ static int upload(rlx_model *m, rg_weight *w, const void *src, size_t bytes, rlx
     return 0;
 }
 
-int rg_model_weight(rlx_model *m, const char *name, const rlx_shape *expect, int optional,
-                    const rg_weight **out, rlx_diag *d)
+int rg_model_weight_as(rlx_model *m, const char *name, int dtype, const rg_weight **out, rlx_diag *d)
 {
     *out = NULL;
     for (uint32_t i = 0; i < m->n_w; i++)
-        if (strcmp(m->w[i].name, name) == 0) {
-            if (expect && !rg_shape_eq(expect, &m->w[i].shape)) break; /* reported below */
+        if (m->w[i].dtype == dtype && strcmp(m->w[i].name, name) == 0) {
             *out = &m->w[i];
             return 0;
         }
+    if (dtype != RLX_F32 && dtype != RLX_F16 && dtype != RLX_BF16)
+        return rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "tensor %s: weights are bound as f32, f16 or bf16, not %s",
+                            name, rlx_dtype_name(dtype));
     const rlx_tensor_info *t = m->weights ? rlx_weights_find(m->weights, name) : NULL;
-    if (!t) {
-        if (optional) return 0;
+    if (!t)
         return rlx_diag_set(d, RLX_ERR_NOT_FOUND, "tensor %s: not in the checkpoint (%s)", name,
-                            rlx__weights_origin(m->weights, t));
-    }
-    char a[96], b[96];
-    if (expect && !rg_shape_eq(expect, &t->shape))
-        return rlx_diag_set(d, RLX_ERR_INVALID, "tensor %s: expected %s, found %s (%s)", name,
-                            rlx_shape_str(expect, a, sizeof a), rlx_shape_str(&t->shape, b, sizeof b),
                             rlx__weights_origin(m->weights, t));
     rg_weight *nw = realloc(m->w, (m->n_w + 1) * sizeof *nw);
     if (!nw) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
@@ -50,16 +45,20 @@ int rg_model_weight(rlx_model *m, const char *name, const rlx_shape *expect, int
     memset(w, 0, sizeof *w);
     if (!(w->name = strdup(name))) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     w->shape = t->shape;
-    size_t numel = (size_t)rlx_shape_numel(&t->shape), bytes = numel * 4;
+    w->dtype = dtype;
+    size_t es = rlx_dtype_size(dtype);
+    size_t numel = (size_t)rlx_shape_numel(&t->shape), bytes = numel * es;
     int host = (m->be->flags & RLX_BACKEND_HOST_MEMORY) != 0;
     int rc = 0;
-    if (t->dtype == RLX_F32 && ((uintptr_t)t->data % 4) == 0 && t->nbytes == bytes) {
-        if (host) w->ptr = (void *)t->data; /* mmapped, used in place */
+    /* stored as bound: used in place (mmapped) or uploaded as is; else converted once */
+    if (t->dtype == dtype && ((uintptr_t)t->data % es) == 0 && t->nbytes == bytes) {
+        if (host) w->ptr = (void *)t->data;
         else rc = upload(m, w, t->data, bytes, d);
     } else {
         w->owned = malloc(bytes ? bytes : 4);
-        if (!w->owned) rc = rlx_diag_set(d, RLX_ERR_NOMEM, "tensor %s: out of memory converting it", name);
-        if (!rc) rc = rlx_weights_read(t, RLX_F32, w->owned, numel, d);
+        if (!w->owned)
+            rc = rlx_diag_set(d, RLX_ERR_NOMEM, "tensor %s: out of memory converting it to %s", name, rlx_dtype_name(dtype));
+        if (!rc) rc = rlx_weights_read(t, dtype, w->owned, numel, d);
         if (!rc && host) w->ptr = w->owned;
         if (!rc && !host) {
             rc = upload(m, w, w->owned, bytes, d);
@@ -80,9 +79,24 @@ int rg_model_weight(rlx_model *m, const char *name, const rlx_shape *expect, int
             for (size_t i = 0; i < rlx_weights_count(m->weights); i++)
                 m->bytes_total += rlx_weights_at(m->weights, i)->nbytes;
         m->bytes_loaded += t->nbytes;
+        if (m->bytes_loaded > m->bytes_total) m->bytes_loaded = m->bytes_total; /* a tensor bound in two dtypes */
         m->progress(m->progress_user, m->bytes_loaded, m->bytes_total);
     }
     return 0;
+}
+
+int rg_model_weight(rlx_model *m, const char *name, const rlx_shape *expect, int optional,
+                    const rg_weight **out, rlx_diag *d)
+{
+    *out = NULL;
+    const rlx_tensor_info *t = m->weights ? rlx_weights_find(m->weights, name) : NULL;
+    if (!t && optional) return 0;
+    char a[96], b[96];
+    if (t && expect && !rg_shape_eq(expect, &t->shape))
+        return rlx_diag_set(d, RLX_ERR_INVALID, "tensor %s: expected %s, found %s (%s)", name,
+                            rlx_shape_str(expect, a, sizeof a), rlx_shape_str(&t->shape, b, sizeof b),
+                            rlx__weights_origin(m->weights, t));
+    return rg_model_weight_as(m, name, RLX_F32, out, d);
 }
 
 void rg_model_free_weights(rlx_model *m)

@@ -199,6 +199,10 @@ typedef struct rlx_model_options {
      * loading a large checkpoint): bytes of checkpoint done out of total. NULL: silent. */
     void (*progress)(void *user, uint64_t done_bytes, uint64_t total_bytes);
     void *progress_user;
+    /* override the profile's precision.compute ("f32" | "f16" | "bf16") and
+     * precision.mixed ("none" | "auto"); NULL: the profile's */
+    const char *precision;
+    const char *mixed;
 } rlx_model_options;
 
 void rlx_model_options_init(rlx_model_options *o);

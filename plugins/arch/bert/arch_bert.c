@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "../common/recipe_common.h"
-#include "../../common/rlx_plugin_boilerplate.h"
+#include "rlx/plugin_util.h"
 
 static const char *const gelus[] = {"gelu", "gelu_pytorch_tanh", NULL};
 static const recipe_act bert_act = {"hidden_act", gelus, "gelu, gelu_pytorch_tanh"};

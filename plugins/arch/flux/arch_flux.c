@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "../common/recipe_common.h"
-#include "../../common/rlx_plugin_boilerplate.h"
+#include "rlx/plugin_util.h"
 
 static int inputs(rlx_flow *f, const rlx_model_config *cfg, const rlx_host_api *h, int flux2)
 {

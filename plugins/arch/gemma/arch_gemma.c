@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "../common/recipe_common.h"
-#include "../../common/rlx_plugin_boilerplate.h"
+#include "rlx/plugin_util.h"
 
 static const char *const gelu_tanh[] = {"gelu_pytorch_tanh", "gelu_tanh", NULL};
 

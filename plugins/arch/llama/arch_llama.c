@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "../common/recipe_common.h"
-#include "../../common/rlx_plugin_boilerplate.h"
+#include "rlx/plugin_util.h"
 
 typedef struct llama_variant {
     const char *model_type;

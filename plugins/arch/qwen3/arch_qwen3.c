@@ -3,7 +3,7 @@
  *   token_embed -> rope_tables -> repeat(L, qwen3.decoder_layer) -> final_norm -> lm_head */
 #include <string.h>
 #include "../common/recipe_common.h"
-#include "../../common/rlx_plugin_boilerplate.h"
+#include "rlx/plugin_util.h"
 
 static const char *const silu[] = {"silu", NULL};
 

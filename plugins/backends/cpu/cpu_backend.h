@@ -44,6 +44,7 @@ typedef struct cpu_run {
     float *scratch;   /* n_workers * scratch_stride floats */
     size_t scratch_stride;
     rlx_diag *d;
+    float *shared;    /* shared_floats of the node, one buffer for every worker */
 } cpu_run;
 
 typedef int (*cpu_kernel_fn)(const cpu_run *r);
@@ -71,6 +72,8 @@ typedef struct cpu_node {
     uint32_t ndim;      /* transpose */
     int64_t in_dims[RLX_MAX_DIMS], perm[RLX_MAX_DIMS];
     size_t scratch_floats; /* per worker */
+    size_t shared_floats;  /* one buffer shared by the node's tasks (16-bit operands in f32) */
+    int32_t dt[4];         /* dtypes of the operands a kernel converts (x, w, w2 / q, k, v, out) */
 } cpu_node;
 
 /* What an op needs at compile time: checks the node and fills nd (returns 0 or fails d). */
@@ -90,7 +93,8 @@ typedef struct cpu_op_def {
 
 /* cpu_ops.c: the op table and shared compile helpers */
 const cpu_op_def *cpu_op_find(const char *name);
-extern const char *const cpu_op_names[];
+extern const char *cpu_op_names[];
+void cpu_ops_init(void); /* fills cpu_op_names; before the host reads the descriptor */
 const rlx_value_desc *cpu_val(const cpu_compile_ctx *c, uint32_t input_slot); /* NULL if absent */
 const rlx_value_desc *cpu_out(const cpu_compile_ctx *c, uint32_t output_slot);
 int64_t cpu_numel(const rlx_shape *s);
@@ -98,6 +102,14 @@ size_t cpu_dtype_size(int dtype); /* 0 if unknown */
 int cpu_bad(const cpu_compile_ctx *c, const char *fmt, ...) RLX_PRINTF(2, 3);
 int cpu_need(const cpu_compile_ctx *c, uint32_t min_in, uint32_t max_in, uint32_t n_out);
 int cpu_need_f32(const cpu_compile_ctx *c, const rlx_value_desc *v, const char *what);
+/* f32, f16 or bf16 */
+int cpu_need_float(const cpu_compile_ctx *c, const rlx_value_desc *v, const char *what);
+int cpu_is_float(int dtype);
+/* the backend's supports_op: which dtypes each kernel takes */
+int cpu_supports_op(const rlx_node_desc *node, const rlx_value_desc *values);
+/* converts n values between f32 and a 16-bit dtype, in parallel chunks */
+void cpu_to_f32(const cpu_run *r, int dt, const void *x, float *o, int64_t n);
+void cpu_from_f32(const cpu_run *r, int dt, const float *x, void *o, int64_t n);
 int cpu_attr_int(const cpu_compile_ctx *c, const char *name, int64_t def, int64_t *out);
 int cpu_attr_float(const cpu_compile_ctx *c, const char *name, double def, double *out);
 const rlx_attr *cpu_attr_find(const cpu_compile_ctx *c, const char *name);

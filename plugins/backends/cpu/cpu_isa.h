@@ -26,7 +26,59 @@ typedef struct cpu_isa {
     float (*exp_shift)(float *o, const float *x, float m, int64_t n);
     /* o = x * r * (add_one ? 1 + w : w) */
     void (*rms_apply)(float *o, const float *x, const float *w, float r, int add_one, int64_t n);
+    /* 16-bit storage (h is CPU_H_F16 or CPU_H_BF16): conversions (round to nearest even,
+     * NaN stays NaN) and the streaming kernel with 16-bit weights, f32 x and accumulation */
+    void (*h_to_f32)(int h, const uint16_t *x, float *o, int64_t n);
+    void (*f32_to_h)(int h, const float *x, uint16_t *o, int64_t n);
+    void (*gemv_h)(int h, const float *x, int64_t ldx, int M, int64_t K, const uint16_t *w,
+                   int64_t n0, int64_t n1, const float *bias, float *y, int64_t ldy);
 } cpu_isa;
+
+enum { CPU_H_F16 = 1, CPU_H_BF16 = 2 }; /* = RLX_F16, RLX_BF16 */
+
+/* scalar conversions shared by every table */
+static inline float cpu_h_load(int h, uint16_t v)
+{
+    union { uint32_t u; float f; } x;
+    if (h == CPU_H_BF16) {
+        x.u = (uint32_t)v << 16;
+        return x.f;
+    }
+    uint32_t sign = (uint32_t)(v & 0x8000) << 16, e = (v >> 10) & 0x1f, m = v & 0x3ff;
+    if (e == 0) {
+        float f = (float)m * (1.0f / 16777216.0f);
+        return sign ? -f : f;
+    }
+    x.u = e == 31 ? (sign | 0x7f800000u | (m << 13)) : (sign | ((e + 112u) << 23) | (m << 13));
+    return x.f;
+}
+
+static inline uint16_t cpu_h_store(int h, float f)
+{
+    union { uint32_t u; float f; } x;
+    x.f = f;
+    uint32_t u = x.u;
+    if (h == CPU_H_BF16) {
+        if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+        u += 0x7fffu + ((u >> 16) & 1u);
+        return (uint16_t)(u >> 16);
+    }
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
+    uint32_t ax = u & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00);
+    if (ax < 0x38800000u) { /* a subnormal half: m * 2^-24, rounded to nearest even */
+        x.u = ax;
+        float a = x.f * 16777216.0f;
+        float r = (float)(int32_t)(a + 0.5f);
+        if (r - a == 0.5f && ((int32_t)r & 1)) r -= 1.0f;
+        return (uint16_t)(sign | (uint16_t)r);
+    }
+    uint32_t hv = (((ax >> 23) - 112u) << 10) | ((ax & 0x7fffffu) >> 13);
+    uint32_t rest = ax & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (hv & 1u))) hv++;
+    return (uint16_t)(sign | hv);
+}
 
 extern const cpu_isa cpu_isa_generic;
 #if defined(__x86_64__) || defined(__i386__)

@@ -7,7 +7,7 @@
 #include <math.h>
 
 #pragma GCC push_options
-#pragma GCC target("avx2,fma")
+#pragma GCC target("avx2,fma,f16c")
 
 #define AI static inline __attribute__((always_inline))
 
@@ -286,10 +286,139 @@ static void a_rms_apply(float *o, const float *x, const float *w, float r, int a
     }
 }
 
+/* ---- 16-bit storage ---- */
+
+/* 8 halves (f16: F16C; bf16: the high half of an f32) to 8 floats */
+AI __m256 load_h8(int h, const uint16_t *p)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    if (h == CPU_H_BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+    return _mm256_cvtph_ps(v);
+}
+
+AI __m256 load_h8_tail(int h, const uint16_t *p, int64_t r)
+{
+    uint16_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < r; i++) t[i] = p[i];
+    return load_h8(h, t);
+}
+
+/* 8 floats to 8 halves, round to nearest even (bf16: NaN kept quiet) */
+AI __m128i store_h8(int h, __m256 f)
+{
+    if (h == CPU_H_F16) return _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256i u = _mm256_castps_si256(f);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+    __m256i nan = _mm256_or_si256(u, _mm256_set1_epi32(0x400000));
+    __m256 isnan = _mm256_cmp_ps(f, f, _CMP_UNORD_Q);
+    r = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(nan), isnan));
+    r = _mm256_srli_epi32(r, 16);
+    __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
+    return _mm_packus_epi32(lo, hi);
+}
+
+static void a_h_to_f32(int h, const uint16_t *x, float *o, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, load_h8(h, x + i));
+    for (; i < n; i++) o[i] = cpu_h_load(h, x[i]);
+}
+
+static void a_f32_to_h(int h, const float *x, uint16_t *o, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm_storeu_si128((__m128i *)(o + i), store_h8(h, _mm256_loadu_ps(x + i)));
+    for (; i < n; i++) o[i] = cpu_h_store(h, x[i]);
+}
+
+AI void gemv_tile_h(int h, const float *x, int64_t ldx, const int M, const int R, int64_t K,
+                    const uint16_t *w, int64_t n, const float *bias, float *y, int64_t ldy)
+{
+    __m256 acc[4][8];
+    const uint16_t *wr[8];
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++) wr[r] = w + (n + r) * K;
+    #pragma GCC unroll 8
+    for (int m = 0; m < M; m++)
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++) acc[m][r] = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= K; k += 8) {
+        __m256 xv[4];
+        #pragma GCC unroll 8
+        for (int m = 0; m < M; m++) xv[m] = _mm256_loadu_ps(x + m * ldx + k);
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            __m256 wv = load_h8(h, wr[r] + k);
+            #pragma GCC unroll 8
+            for (int m = 0; m < M; m++) acc[m][r] = _mm256_fmadd_ps(xv[m], wv, acc[m][r]);
+        }
+    }
+    if (k < K) {
+        __m256i mk = tail_mask(K - k);
+        __m256 xv[4];
+        #pragma GCC unroll 8
+        for (int m = 0; m < M; m++) xv[m] = _mm256_maskload_ps(x + m * ldx + k, mk);
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            __m256 wv = load_h8_tail(h, wr[r] + k, K - k);
+            #pragma GCC unroll 8
+            for (int m = 0; m < M; m++) acc[m][r] = _mm256_fmadd_ps(xv[m], wv, acc[m][r]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int m = 0; m < M; m++)
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            float v = hsum(acc[m][r]);
+            y[m * ldy + n + r] = bias ? v + bias[n + r] : v;
+        }
+}
+
+#define GEMV_H(HN, H, MM, RR)                                                                  \
+    static void gemv_##HN##_m##MM(const float *x, int64_t ldx, int64_t K, const uint16_t *w,  \
+                                  int64_t n0, int64_t n1, const float *bias, float *y,         \
+                                  int64_t ldy)                                                 \
+    {                                                                                          \
+        int64_t n = n0;                                                                        \
+        for (; n + RR <= n1; n += RR) gemv_tile_h(H, x, ldx, MM, RR, K, w, n, bias, y, ldy);   \
+        for (; n < n1; n++) gemv_tile_h(H, x, ldx, MM, 1, K, w, n, bias, y, ldy);              \
+    }
+GEMV_H(f16, CPU_H_F16, 1, 8)
+GEMV_H(f16, CPU_H_F16, 2, 4)
+GEMV_H(f16, CPU_H_F16, 3, 2)
+GEMV_H(f16, CPU_H_F16, 4, 2)
+GEMV_H(bf16, CPU_H_BF16, 1, 8)
+GEMV_H(bf16, CPU_H_BF16, 2, 4)
+GEMV_H(bf16, CPU_H_BF16, 3, 2)
+GEMV_H(bf16, CPU_H_BF16, 4, 2)
+
+static void a_gemv_h(int h, const float *x, int64_t ldx, int M, int64_t K, const uint16_t *w,
+                     int64_t n0, int64_t n1, const float *bias, float *y, int64_t ldy)
+{
+    if (h == CPU_H_BF16) {
+        switch (M) {
+        case 1: gemv_bf16_m1(x, ldx, K, w, n0, n1, bias, y, ldy); break;
+        case 2: gemv_bf16_m2(x, ldx, K, w, n0, n1, bias, y, ldy); break;
+        case 3: gemv_bf16_m3(x, ldx, K, w, n0, n1, bias, y, ldy); break;
+        default: gemv_bf16_m4(x, ldx, K, w, n0, n1, bias, y, ldy); break;
+        }
+        return;
+    }
+    switch (M) {
+    case 1: gemv_f16_m1(x, ldx, K, w, n0, n1, bias, y, ldy); break;
+    case 2: gemv_f16_m2(x, ldx, K, w, n0, n1, bias, y, ldy); break;
+    case 3: gemv_f16_m3(x, ldx, K, w, n0, n1, bias, y, ldy); break;
+    default: gemv_f16_m4(x, ldx, K, w, n0, n1, bias, y, ldy); break;
+    }
+}
+
 #pragma GCC pop_options
 
 const cpu_isa cpu_isa_avx2 = {
     "avx2+fma", a_gemv, a_dot, a_axpy, a_scal, a_binary, a_affine,
     a_silu, a_swiglu, a_sumsq, a_maxv, a_exp_shift, a_rms_apply,
+    a_h_to_f32, a_f32_to_h, a_gemv_h,
 };
 #endif

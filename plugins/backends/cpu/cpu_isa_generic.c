@@ -94,7 +94,36 @@ static void g_rms_apply(float *o, const float *x, const float *w, float r, int a
         for (int64_t i = 0; i < n; i++) o[i] = x[i] * r * w[i];
 }
 
+static void g_h_to_f32(int h, const uint16_t *x, float *o, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) o[i] = cpu_h_load(h, x[i]);
+}
+
+static void g_f32_to_h(int h, const float *x, uint16_t *o, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) o[i] = cpu_h_store(h, x[i]);
+}
+
+static void g_gemv_h(int h, const float *x, int64_t ldx, int M, int64_t K, const uint16_t *w,
+                     int64_t n0, int64_t n1, const float *bias, float *y, int64_t ldy)
+{
+    for (int64_t n = n0; n < n1; n++) {
+        const uint16_t *wr = w + n * K;
+        for (int m = 0; m < M; m++) {
+            const float *xr = x + m * ldx;
+            float s[4] = {0, 0, 0, 0};
+            int64_t k = 0;
+            for (; k + 4 <= K; k += 4)
+                for (int j = 0; j < 4; j++) s[j] += xr[k + j] * cpu_h_load(h, wr[k + j]);
+            for (; k < K; k++) s[0] += xr[k] * cpu_h_load(h, wr[k]);
+            float v = (s[0] + s[1]) + (s[2] + s[3]);
+            y[m * ldy + n] = bias ? v + bias[n] : v;
+        }
+    }
+}
+
 const cpu_isa cpu_isa_generic = {
     "generic", g_gemv, g_dot, g_axpy, g_scal, g_binary, g_affine,
     g_silu, g_swiglu, g_sumsq, g_maxv, g_exp_shift, g_rms_apply,
+    g_h_to_f32, g_f32_to_h, g_gemv_h,
 };

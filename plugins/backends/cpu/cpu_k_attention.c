@@ -26,9 +26,13 @@ int cpu_prep_attention(const cpu_compile_ctx *c, cpu_node *nd)
 {
     if (cpu_need(c, 3, 5, 1)) return RLX_ERR_INVALID;
     const rlx_value_desc *q = cpu_val(c, 0), *k = cpu_val(c, 1), *v = cpu_val(c, 2), *o = cpu_out(c, 0);
-    if (cpu_need_f32(c, q, "q") || cpu_need_f32(c, k, "k") || cpu_need_f32(c, v, "v") ||
-        cpu_need_f32(c, o, "the output"))
+    if (cpu_need_float(c, q, "q") || cpu_need_float(c, k, "k") || cpu_need_float(c, v, "v") ||
+        cpu_need_float(c, o, "the output"))
         return RLX_ERR_INVALID;
+    nd->dt[0] = q->dtype;
+    nd->dt[1] = k->dtype;
+    nd->dt[2] = v->dtype;
+    nd->dt[3] = o->dtype;
     if (q->shape.ndim != 3 || k->shape.ndim != 3 || v->shape.ndim != 3)
         return cpu_bad(c, "q, k and v must be [T, heads, head_dim]");
     nd->T = q->shape.dims[0];
@@ -73,6 +77,9 @@ int cpu_prep_attention(const cpu_compile_ctx *c, cpu_node *nd)
     nd->fb = (float)softcap;
     /* block path: scores [QB×KB], accumulators [QB×d], max and sum per row */
     nd->scratch_floats = (size_t)(QUERY_BLOCK * KEY_BLOCK + QUERY_BLOCK * nd->hd + 2 * QUERY_BLOCK);
+    /* 16-bit k, v: a block of key rows and of value rows in f32; q, output: f32 copies */
+    if (nd->dt[1] != RLX_F32 || nd->dt[2] != RLX_F32) nd->scratch_floats += (size_t)(2 * KEY_BLOCK * nd->hd);
+    nd->shared_floats = (size_t)((nd->dt[0] != RLX_F32) + (nd->dt[3] != RLX_F32)) * (size_t)(nd->T * nd->nh * nd->hd);
     return 0;
 }
 
@@ -88,25 +95,47 @@ static void row_range(const cpu_node *nd, int64_t p, int64_t t, int64_t *lo, int
 typedef struct attn_job {
     const cpu_run *r;
     int64_t p, q_blocks;
+    const float *q; /* f32 (a copy when q is 16-bit) */
+    float *o;       /* f32 (converted after when the output is 16-bit) */
 } attn_job;
 
-static void attn_row(const cpu_run *r, int64_t p, int64_t t, int64_t h, float *sc, float *acc)
+/* rows jb..jb+nk of kv head kvh of k (slot 1) or v (slot 2) as f32: in place (row stride
+ * nkv*d) or converted into buf (stride d) */
+static const float *kv_rows(const cpu_run *r, int slot, int64_t jb, int64_t nk, int64_t kvh,
+                            float *buf, int64_t *ld)
 {
+    const cpu_node *nd = r->nd;
+    int64_t d = nd->hd, stride = nd->nkv * d;
+    int dt = nd->dt[slot];
+    if (dt == RLX_F32) {
+        *ld = stride;
+        return CPU_F(r, slot) + jb * stride + kvh * d;
+    }
+    const uint16_t *src = (const uint16_t *)r->vp[nd->in[slot]] + jb * stride + kvh * d;
+    for (int64_t i = 0; i < nk; i++) r->be->isa->h_to_f32(dt, src + i * stride, buf + i * d, d);
+    *ld = d;
+    return buf;
+}
+
+static void attn_row(const attn_job *j, int64_t t, int64_t h, float *sc, float *acc, float *kvbuf)
+{
+    const cpu_run *r = j->r;
+    int64_t p = j->p;
     const cpu_node *nd = r->nd;
     const cpu_isa *isa = r->be->isa;
     int64_t d = nd->hd, nkv = nd->nkv, kvh = h / (nd->nh / nkv);
-    const float *q = CPU_F(r, 0) + (t * nd->nh + h) * d;
-    const float *K = CPU_F(r, 1), *V = CPU_F(r, 2);
+    const float *q = j->q + (t * nd->nh + h) * d;
     const float *mask = nd->mask_in >= 0 ? (const float *)r->vp[nd->mask_in] + t * nd->S : NULL;
-    float *out = CPU_O(r, 0) + (t * nd->nh + h) * d;
+    float *out = j->o + (t * nd->nh + h) * d;
     int64_t jlo, jhi;
     row_range(nd, p, t, &jlo, &jhi);
     float m = -INFINITY, l = 0.0f, cap = nd->fb;
     memset(acc, 0, (size_t)d * sizeof *acc);
     for (int64_t jb = jlo; jb < jhi; jb += KEY_BLOCK) {
-        int64_t nbk = jhi - jb < KEY_BLOCK ? jhi - jb : KEY_BLOCK;
+        int64_t nbk = jhi - jb < KEY_BLOCK ? jhi - jb : KEY_BLOCK, ldk, ldv;
+        const float *K = kv_rows(r, 1, jb, nbk, kvh, kvbuf, &ldk);
         for (int64_t i = 0; i < nbk; i++) {
-            float s = isa->dot(q, K + ((jb + i) * nkv + kvh) * d, d) * nd->fa;
+            float s = isa->dot(q, K + i * ldk, d) * nd->fa;
             if (cap > 0) s = cap * tanhf(s / cap);
             if (mask) s += mask[jb + i];
             sc[i] = s;
@@ -118,7 +147,8 @@ static void attn_row(const cpu_run *r, int64_t p, int64_t t, int64_t h, float *s
         float ps = isa->exp_shift(sc, sc, m_new, nbk);
         if (alpha != 1.0f) isa->scal(acc, alpha, d);
         l = l * alpha + ps;
-        for (int64_t i = 0; i < nbk; i++) isa->axpy(acc, sc[i], V + ((jb + i) * nkv + kvh) * d, d);
+        const float *V = kv_rows(r, 2, jb, nbk, kvh, kvbuf + KEY_BLOCK * d, &ldv);
+        for (int64_t i = 0; i < nbk; i++) isa->axpy(acc, sc[i], V + i * ldv, d);
         m = m_new;
     }
     if (l > 0) {
@@ -132,15 +162,17 @@ static void attn_row(const cpu_run *r, int64_t p, int64_t t, int64_t h, float *s
 
 /* Query rows t0..t1 of head h: scores of a block of keys by sgemm (Q·Kᵀ), online softmax
  * per row, then O += P·V by sgemm. Rows and keys are read in place (strided). */
-static void attn_block(const cpu_run *r, int64_t p, int64_t t0, int64_t t1, int64_t h, float *ws)
+static void attn_block(const attn_job *job, int64_t t0, int64_t t1, int64_t h, float *ws)
 {
+    const cpu_run *r = job->r;
+    int64_t p = job->p;
     const cpu_node *nd = r->nd;
     const cpu_isa *isa = r->be->isa;
     int64_t d = nd->hd, nkv = nd->nkv, kvh = h / (nd->nh / nkv), nq = t1 - t0;
-    const float *Q = CPU_F(r, 0) + (t0 * nd->nh + h) * d;
-    const float *K = CPU_F(r, 1) + kvh * d, *V = CPU_F(r, 2) + kvh * d;
+    const float *Q = job->q + (t0 * nd->nh + h) * d;
     const float *mask = nd->mask_in >= 0 ? (const float *)r->vp[nd->mask_in] : NULL;
     float *sc = ws, *acc = sc + QUERY_BLOCK * KEY_BLOCK, *mrow = acc + QUERY_BLOCK * d, *lrow = mrow + QUERY_BLOCK;
+    float *kvbuf = lrow + QUERY_BLOCK;
     float cap = nd->fb;
     int64_t blo, bhi, lo, hi;
     row_range(nd, p, t0, &blo, &hi);
@@ -151,9 +183,10 @@ static void attn_block(const cpu_run *r, int64_t p, int64_t t0, int64_t t1, int6
         lrow[i] = 0.0f;
     }
     for (int64_t jb = blo; jb < bhi; jb += KEY_BLOCK) {
-        int64_t nk = bhi - jb < KEY_BLOCK ? bhi - jb : KEY_BLOCK;
+        int64_t nk = bhi - jb < KEY_BLOCK ? bhi - jb : KEY_BLOCK, ldk, ldv;
+        const float *K = kv_rows(r, 1, jb, nk, kvh, kvbuf, &ldk);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)d, nd->fa, Q,
-                    (int)(nd->nh * d), K + jb * nkv * d, (int)(nkv * d), 0.0f, sc, KEY_BLOCK);
+                    (int)(nd->nh * d), K, (int)ldk, 0.0f, sc, KEY_BLOCK);
         for (int64_t i = 0; i < nq; i++) {
             float *s = sc + i * KEY_BLOCK;
             row_range(nd, p, t0 + i, &lo, &hi);
@@ -182,10 +215,11 @@ static void attn_block(const cpu_run *r, int64_t p, int64_t t0, int64_t t1, int6
             lrow[i] = lrow[i] * alpha + ps;
             mrow[i] = m_new;
         }
+        const float *V = kv_rows(r, 2, jb, nk, kvh, kvbuf + KEY_BLOCK * d, &ldv);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)d, (int)nk, 1.0f, sc,
-                    KEY_BLOCK, V + jb * nkv * d, (int)(nkv * d), 1.0f, acc, (int)d);
+                    KEY_BLOCK, V, (int)ldv, 1.0f, acc, (int)d);
     }
-    float *out = CPU_O(r, 0);
+    float *out = job->o;
     for (int64_t i = 0; i < nq; i++) {
         float *o = out + ((t0 + i) * nd->nh + h) * d;
         if (lrow[i] > 0) {
@@ -205,10 +239,11 @@ static void attn_task(void *arg, int64_t task, int worker)
     int64_t t0 = qb * QUERY_BLOCK, t1 = t0 + QUERY_BLOCK < nd->T ? t0 + QUERY_BLOCK : nd->T;
     float *ws = j->r->scratch + (size_t)worker * j->r->scratch_stride;
     if (t1 - t0 >= GEMM_MIN_ROWS) {
-        attn_block(j->r, j->p, t0, t1, h, ws);
+        attn_block(j, t0, t1, h, ws);
         return;
     }
-    for (int64_t t = t0; t < t1; t++) attn_row(j->r, j->p, t, h, ws, ws + KEY_BLOCK);
+    for (int64_t t = t0; t < t1; t++)
+        attn_row(j, t, h, ws, ws + KEY_BLOCK, ws + QUERY_BLOCK * KEY_BLOCK + QUERY_BLOCK * nd->hd + 2 * QUERY_BLOCK);
 }
 
 int cpu_run_attention(const cpu_run *r)
@@ -224,8 +259,17 @@ int cpu_run_attention(const cpu_run *r)
                         "cpu: node %u (rlx.attention): pos %lld + %lld query rows is past the %lld key rows",
                         nd->index, (long long)p, (long long)nd->T, (long long)nd->S);
     if (nd->T == 0 || nd->nh == 0 || nd->hd == 0) return 0;
-    attn_job j = {r, p, (nd->T + QUERY_BLOCK - 1) / QUERY_BLOCK};
+    attn_job j = {r, p, (nd->T + QUERY_BLOCK - 1) / QUERY_BLOCK, CPU_F(r, 0), CPU_O(r, 0)};
+    int64_t n = nd->T * nd->nh * nd->hd;
+    float *sh = r->shared;
+    if (nd->dt[0] != RLX_F32) {
+        cpu_to_f32(r, nd->dt[0], r->vp[nd->in[0]], sh, n);
+        j.q = sh;
+        sh += n;
+    }
+    if (nd->dt[3] != RLX_F32) j.o = sh;
     cpu_parallel(r, nd->nh * j.q_blocks, attn_task, &j);
+    if (nd->dt[3] != RLX_F32) cpu_from_f32(r, nd->dt[3], j.o, r->vp[nd->out[0]], n);
     return 0;
 }
 

@@ -47,7 +47,15 @@ int cpu_prep_embedding(const cpu_compile_ctx *c, cpu_node *nd)
     const rlx_value_desc *tab = cpu_val(c, 0), *ids = cpu_val(c, 1), *o = cpu_out(c, 0);
     if (tab->shape.ndim != 2) return cpu_bad(c, "table must be [V, H]");
     if (ids->dtype != RLX_I32 && ids->dtype != RLX_I64) return cpu_bad(c, "ids must be i32");
-    if (same_dtype_out(c, nd, tab)) return RLX_ERR_INVALID;
+    if (cpu_is_float(tab->dtype) && cpu_is_float(o->dtype)) { /* rows converted if they differ */
+        nd->esize = cpu_dtype_size(tab->dtype);
+        nd->dt[0] = tab->dtype;
+        nd->dt[3] = o->dtype;
+    } else if (same_dtype_out(c, nd, tab)) {
+        return RLX_ERR_INVALID;
+    } else {
+        nd->dt[0] = nd->dt[3] = tab->dtype;
+    }
     nd->rows = tab->shape.dims[0];
     nd->cols = tab->shape.dims[1];
     nd->T = cpu_numel(&ids->shape);
@@ -71,8 +79,22 @@ int cpu_run_embedding(const cpu_run *r)
                             "cpu: node %u (rlx.embedding): id %lld at position %lld is outside [0, %lld)",
                             nd->index, (long long)id, (long long)t, (long long)nd->rows);
     }
-    for (int64_t t = 0; t < nd->T; t++)
-        memcpy(o + (size_t)t * row, tab + (size_t)read_index(ids, nd->in_dtype, t) * row, row);
+    const cpu_isa *isa = r->be->isa;
+    size_t orow = (size_t)nd->cols * cpu_dtype_size(nd->dt[3]);
+    for (int64_t t = 0; t < nd->T; t++) {
+        const char *src = tab + (size_t)read_index(ids, nd->in_dtype, t) * row;
+        char *dst = o + (size_t)t * orow;
+        if (nd->dt[0] == nd->dt[3]) {
+            memcpy(dst, src, row);
+        } else if (nd->dt[3] == RLX_F32) {
+            isa->h_to_f32(nd->dt[0], (const uint16_t *)src, (float *)dst, nd->cols);
+        } else if (nd->dt[0] == RLX_F32) {
+            isa->f32_to_h(nd->dt[3], (const float *)src, (uint16_t *)dst, nd->cols);
+        } else { /* f16 <-> bf16 */
+            for (int64_t i = 0; i < nd->cols; i++)
+                ((uint16_t *)dst)[i] = cpu_h_store(nd->dt[3], cpu_h_load(nd->dt[0], ((const uint16_t *)src)[i]));
+        }
+    }
     return 0;
 }
 

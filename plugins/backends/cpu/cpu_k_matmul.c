@@ -1,6 +1,10 @@
 /* Matmuls. Few rows (M <= 4, decode): our streaming kernel, parallel over N. More rows:
  * OpenBLAS sgemm (one thread) on slices of N (or M), one slice per task. Slices depend
- * on the shape only, so a value is computed the same way whatever the thread count. */
+ * on the shape only, so a value is computed the same way whatever the thread count.
+ * 16-bit operands (matmul, linear_swiglu): weights are read as stored by the streaming
+ * kernel (converted in registers, f32 accumulation); for sgemm each task converts its
+ * weight slice to f32 in its scratch. A 16-bit x is converted to f32 once per call and
+ * a 16-bit output is written from f32 once the matmul is done. */
 #include "cpu_backend.h"
 #include <cblas.h>
 #include <stdint.h>
@@ -36,13 +40,20 @@ static mm_plan plan_of(int64_t M, int64_t N, int64_t K)
 static int prep_common(const cpu_compile_ctx *c, cpu_node *nd, int transposed_w, int n_w)
 {
     const rlx_value_desc *x = cpu_val(c, 0), *o = cpu_out(c, 0);
-    if (cpu_need_f32(c, x, "x") || cpu_need_f32(c, o, "the output")) return RLX_ERR_INVALID;
+    if (transposed_w ? cpu_need_float(c, x, "x") || cpu_need_float(c, o, "the output")
+                     : cpu_need_f32(c, x, "x") || cpu_need_f32(c, o, "the output"))
+        return RLX_ERR_INVALID;
+    nd->dt[0] = x->dtype;
+    nd->dt[3] = o->dtype;
     if (x->shape.ndim < 1) return cpu_bad(c, "x must have at least one dim");
     nd->K = x->shape.dims[x->shape.ndim - 1];
     nd->M = nd->K ? cpu_numel(&x->shape) / nd->K : 0;
     for (int i = 1; i <= n_w; i++) {
         const rlx_value_desc *w = cpu_val(c, (uint32_t)i);
-        if (cpu_need_f32(c, w, "the weight")) return RLX_ERR_INVALID;
+        if (transposed_w ? cpu_need_float(c, w, "the weight") : cpu_need_f32(c, w, "the weight"))
+            return RLX_ERR_INVALID;
+        if (i == 2 && w->dtype != nd->dt[1]) return cpu_bad(c, "the two weights differ in dtype");
+        nd->dt[i] = w->dtype;
         if (w->shape.ndim != 2) return cpu_bad(c, "weight %d must be 2-D", i);
         int64_t wk = transposed_w ? w->shape.dims[1] : w->shape.dims[0];
         int64_t wn = transposed_w ? w->shape.dims[0] : w->shape.dims[1];
@@ -58,6 +69,13 @@ static int prep_common(const cpu_compile_ctx *c, cpu_node *nd, int transposed_w,
         o->shape.dims[o->shape.ndim - 1] != nd->N)
         return cpu_bad(c, "output must be [..., %lld] with %lld elements", (long long)nd->N,
                        (long long)(nd->M * nd->N));
+    /* f32 copies of a 16-bit x and output; per worker, a weight slice in f32 for sgemm */
+    nd->shared_floats = (size_t)((nd->dt[0] != RLX_F32 ? nd->M * nd->K : 0) +
+                                 (nd->dt[3] != RLX_F32 ? nd->M * nd->N : 0));
+    if (nd->dt[1] != RLX_F32 && nd->M > GEMV_MAX_M) {
+        mm_plan p = plan_of(nd->M, nd->N, nd->K);
+        nd->scratch_floats = (size_t)((p.split_n ? p.chunk : nd->N) * nd->K);
+    }
     return 0;
 }
 
@@ -82,14 +100,17 @@ int cpu_prep_linear_swiglu(const cpu_compile_ctx *c, cpu_node *nd)
 {
     if (cpu_need(c, 3, 3, 1) || prep_common(c, nd, 1, 2)) return RLX_ERR_INVALID;
     mm_plan p = plan_of(nd->M, nd->N, nd->K);
-    nd->scratch_floats = (size_t)(p.split_n ? nd->M * p.chunk : p.chunk * nd->N);
+    nd->scratch_floats += (size_t)(p.split_n ? nd->M * p.chunk : p.chunk * nd->N);
     return 0;
 }
 
-/* y[rows, n0:n1) = x · w[n0:n1)ᵀ (+ bias) into y with row stride ldy */
-static void slice_nt(const cpu_isa *isa, const float *x, int64_t M, int64_t K, const float *w,
-                     int64_t n0, int64_t n1, const float *bias, float *y, int64_t ldy, int gemv)
+/* y[rows, n0:n1) = x · w[n0:n1)ᵀ (+ bias) into y with row stride ldy; w in dtype wdt
+ * (a 16-bit w goes through wbuf, (n1-n0)·K floats, on the sgemm path) */
+static void slice_nt(const cpu_isa *isa, const float *x, int64_t M, int64_t K, const void *wv,
+                     int wdt, int64_t n0, int64_t n1, const float *bias, float *y, int64_t ldy,
+                     int gemv, float *wbuf)
 {
+    const float *w = wv;
     if (n1 <= n0 || M <= 0) return;
     if (K == 0) {
         for (int64_t m = 0; m < M; m++)
@@ -99,9 +120,14 @@ static void slice_nt(const cpu_isa *isa, const float *x, int64_t M, int64_t K, c
     if (gemv) {
         for (int64_t m = 0; m < M; m += GEMV_MAX_M) {
             int mm = (int)(M - m < GEMV_MAX_M ? M - m : GEMV_MAX_M);
-            isa->gemv(x + m * K, K, mm, K, w, n0, n1, bias, y + m * ldy, ldy);
+            if (wdt == RLX_F32) isa->gemv(x + m * K, K, mm, K, w, n0, n1, bias, y + m * ldy, ldy);
+            else isa->gemv_h(wdt, x + m * K, K, mm, K, wv, n0, n1, bias, y + m * ldy, ldy);
         }
         return;
+    }
+    if (wdt != RLX_F32) {
+        isa->h_to_f32(wdt, (const uint16_t *)wv + n0 * K, wbuf, (n1 - n0) * K);
+        w = wbuf - n0 * K;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)(n1 - n0), (int)K, 1.0f, x,
                 (int)K, w + n0 * K, (int)K, 0.0f, y + n0, (int)ldy);
@@ -113,7 +139,9 @@ static void slice_nt(const cpu_isa *isa, const float *x, int64_t M, int64_t K, c
 typedef struct mm_job {
     const cpu_run *r;
     mm_plan p;
-    const float *x, *w, *w2, *bias;
+    const float *x;
+    const void *w, *w2;
+    const float *bias;
     float *y;
     int nn; /* matmul_nn */
 } mm_job;
@@ -124,35 +152,41 @@ static void mm_task(void *arg, int64_t t, int worker)
     const cpu_node *nd = j->r->nd;
     const cpu_isa *isa = j->r->be->isa;
     int64_t M = nd->M, N = nd->N, K = nd->K;
-    int gemv = M <= GEMV_MAX_M;
+    int gemv = M <= GEMV_MAX_M, wdt = nd->dt[1];
     int64_t lo = t * j->p.chunk, ext = j->p.split_n ? N : M;
     int64_t hi = lo + j->p.chunk < ext ? lo + j->p.chunk : ext;
     if (j->nn) {
+        const float *w = j->w;
         if (j->p.split_n)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)(hi - lo), (int)K,
-                        1.0f, j->x, (int)K, j->w + lo, (int)N, 0.0f, j->y + lo, (int)N);
+                        1.0f, j->x, (int)K, w + lo, (int)N, 0.0f, j->y + lo, (int)N);
         else
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(hi - lo), (int)N, (int)K,
-                        1.0f, j->x + lo * K, (int)K, j->w, (int)N, 0.0f, j->y + lo * N, (int)N);
+                        1.0f, j->x + lo * K, (int)K, w, (int)N, 0.0f, j->y + lo * N, (int)N);
         return;
     }
+    /* scratch: [weight slice in f32 (16-bit weights, sgemm path)][up (linear_swiglu)] */
+    float *ws = j->r->scratch + (size_t)worker * j->r->scratch_stride;
+    float *wbuf = ws;
+    if (wdt != RLX_F32 && !gemv) ws += (j->p.split_n ? j->p.chunk : N) * K;
+    size_t es = wdt == RLX_F32 ? 4 : 2;
     if (!j->w2) {
-        if (j->p.split_n) slice_nt(isa, j->x, M, K, j->w, lo, hi, j->bias, j->y, N, gemv);
-        else slice_nt(isa, j->x + lo * K, hi - lo, K, j->w, 0, N, j->bias, j->y + lo * N, N, gemv);
+        if (j->p.split_n) slice_nt(isa, j->x, M, K, j->w, wdt, lo, hi, j->bias, j->y, N, gemv, wbuf);
+        else slice_nt(isa, j->x + lo * K, hi - lo, K, j->w, wdt, 0, N, j->bias, j->y + lo * N, N, gemv, wbuf);
         return;
     }
     /* linear_swiglu: gate into y, up into this worker's scratch, then combine */
-    float *up = j->r->scratch + (size_t)worker * j->r->scratch_stride;
+    float *up = ws;
     if (j->p.split_n) {
         int64_t w = hi - lo;
-        slice_nt(isa, j->x, M, K, j->w, lo, hi, NULL, j->y, N, gemv);
-        slice_nt(isa, j->x, M, K, j->w2 + lo * K, 0, w, NULL, up, w, gemv);
+        slice_nt(isa, j->x, M, K, j->w, wdt, lo, hi, NULL, j->y, N, gemv, wbuf);
+        slice_nt(isa, j->x, M, K, (const char *)j->w2 + (size_t)(lo * K) * es, wdt, 0, w, NULL, up, w, gemv, wbuf);
         for (int64_t m = 0; m < M; m++)
             isa->swiglu(j->y + m * N + lo, j->y + m * N + lo, up + m * w, w);
     } else {
         int64_t rows = hi - lo;
-        slice_nt(isa, j->x + lo * K, rows, K, j->w, 0, N, NULL, j->y + lo * N, N, gemv);
-        slice_nt(isa, j->x + lo * K, rows, K, j->w2, 0, N, NULL, up, N, gemv);
+        slice_nt(isa, j->x + lo * K, rows, K, j->w, wdt, 0, N, NULL, j->y + lo * N, N, gemv, wbuf);
+        slice_nt(isa, j->x + lo * K, rows, K, j->w2, wdt, 0, N, NULL, up, N, gemv, wbuf);
         isa->swiglu(j->y + lo * N, j->y + lo * N, up, rows * N);
     }
 }
@@ -161,14 +195,22 @@ static int run_mm(const cpu_run *r, int nn, int two)
 {
     const cpu_node *nd = r->nd;
     if (nd->M == 0 || nd->N == 0) return 0;
-    mm_job j = {r, plan_of(nd->M, nd->N, nd->K), CPU_F(r, 0), CPU_F(r, 1),
-                two ? CPU_F(r, 2) : NULL, nd->bias_in >= 0 ? (const float *)r->vp[nd->bias_in] : NULL,
+    mm_job j = {r, plan_of(nd->M, nd->N, nd->K), CPU_F(r, 0), r->vp[nd->in[1]],
+                two ? r->vp[nd->in[2]] : NULL, nd->bias_in >= 0 ? (const float *)r->vp[nd->bias_in] : NULL,
                 CPU_O(r, 0), nn};
     if (nn && nd->K == 0) {
         memset(j.y, 0, (size_t)(nd->M * nd->N) * sizeof(float));
         return 0;
     }
+    float *sh = r->shared;
+    if (nd->dt[0] != RLX_F32) { /* x in f32, once */
+        cpu_to_f32(r, nd->dt[0], r->vp[nd->in[0]], sh, nd->M * nd->K);
+        j.x = sh;
+        sh += nd->M * nd->K;
+    }
+    if (nd->dt[3] != RLX_F32) j.y = sh;
     cpu_parallel(r, j.p.n_tasks, mm_task, &j);
+    if (nd->dt[3] != RLX_F32) cpu_from_f32(r, nd->dt[3], j.y, r->vp[nd->out[0]], nd->M * nd->N);
     return 0;
 }
 

@@ -39,14 +39,13 @@ static const cpu_op_def op_table[] = {
 
 #define N_OPS (sizeof op_table / sizeof op_table[0])
 
-const char *const cpu_op_names[N_OPS + 1] = {
-    "rlx.embedding", "rlx.matmul", "rlx.matmul_nn", "rlx.add", "rlx.sub", "rlx.mul",
-    "rlx.scale", "rlx.add_scalar", "rlx.silu", "rlx.gelu", "rlx.gelu_tanh", "rlx.tanh",
-    "rlx.softcap", "rlx.softmax", "rlx.rms_norm", "rlx.layer_norm", "rlx.rope",
-    "rlx.attention", "rlx.cache_write", "rlx.transpose", "rlx.concat", "rlx.slice",
-    "rlx.last_row", "rlx.copy", "rlx.cast", "rlx.swiglu", "rlx.geglu_tanh",
-    "rlx.add_rms_norm", "rlx.linear_swiglu", NULL,
-};
+/* the backend's op list, read from the table (one home for the names) */
+const char *cpu_op_names[N_OPS + 1];
+
+void cpu_ops_init(void)
+{
+    for (size_t i = 0; i < N_OPS; i++) cpu_op_names[i] = op_table[i].name;
+}
 
 const cpu_op_def *cpu_op_find(const char *name)
 {
@@ -133,6 +132,55 @@ int cpu_need_f32(const cpu_compile_ctx *c, const rlx_value_desc *v, const char *
     return 0;
 }
 
+int cpu_is_float(int dt)
+{
+    return dt == RLX_F32 || dt == RLX_F16 || dt == RLX_BF16;
+}
+
+int cpu_need_float(const cpu_compile_ctx *c, const rlx_value_desc *v, const char *what)
+{
+    if (!cpu_is_float(v->dtype)) return cpu_bad(c, "%s must be f32, f16 or bf16 (dtype %d)", what, v->dtype);
+    return 0;
+}
+
+/* Which float dtypes each kernel takes (ints are the kernels' own business):
+ *  - matmul, linear_swiglu: x, weights and output each f32, f16 or bf16; bias f32;
+ *  - embedding: table and output each f32, f16 or bf16;
+ *  - attention: q, k, v, output each f32, f16 or bf16; mask f32;
+ *  - data movement (cache_write, transpose, concat, slice, last_row, copy): any one
+ *    dtype for all operands; cast: anything;
+ *  - the rest: f32. */
+int cpu_supports_op(const rlx_node_desc *n, const rlx_value_desc *vals)
+{
+    if (!n || !n->op || !cpu_op_find(n->op)) return 0;
+    static const char *const any_in[] = {"rlx.matmul", "rlx.linear_swiglu", "rlx.embedding", "rlx.attention", NULL};
+    static const char *const same[] = {"rlx.cache_write", "rlx.transpose", "rlx.concat", "rlx.slice",
+                                       "rlx.last_row", "rlx.copy", NULL};
+    if (!strcmp(n->op, "rlx.cast")) return 1;
+    int kind = 0;
+    for (int i = 0; any_in[i]; i++) if (!strcmp(n->op, any_in[i])) kind = 1;
+    for (int i = 0; same[i]; i++) if (!strcmp(n->op, same[i])) kind = 2;
+    int first = -1;
+    for (uint32_t j = 0; j < n->n_inputs + n->n_outputs; j++) {
+        int32_t v = j < n->n_inputs ? n->inputs[j] : n->outputs[j - n->n_inputs];
+        if (v < 0) continue;
+        int dt = vals[v].dtype;
+        if (!cpu_is_float(dt)) continue;
+        if (kind == 1) {
+            /* bias of a matmul, mask of attention: f32 */
+            int f32_only = (!strcmp(n->op, "rlx.matmul") && j == 2 && j < n->n_inputs) ||
+                           (!strcmp(n->op, "rlx.attention") && j >= 3 && j < n->n_inputs);
+            if (f32_only && dt != RLX_F32) return 0;
+        } else if (kind == 2) {
+            if (first < 0) first = dt;
+            else if (dt != first) return 0;
+        } else if (dt != RLX_F32) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 const rlx_attr *cpu_attr_find(const cpu_compile_ctx *c, const char *name)
 {
     for (uint32_t i = 0; i < c->node->n_attrs; i++)
@@ -181,3 +229,34 @@ void cpu_parallel(const cpu_run *r, int64_t n_tasks, cpu_task_fn fn, void *arg)
 {
     cpu_pool_run(r->be->pool, n_tasks, fn, arg);
 }
+
+typedef struct cvt_job {
+    const cpu_run *r;
+    int dt, to;
+    const void *x;
+    void *o;
+    int64_t n, chunk;
+} cvt_job;
+
+static void cvt_task(void *arg, int64_t t, int worker)
+{
+    (void)worker;
+    cvt_job *j = arg;
+    int64_t lo = t * j->chunk, hi = lo + j->chunk < j->n ? lo + j->chunk : j->n;
+    if (j->to) j->r->be->isa->f32_to_h(j->dt, (const float *)j->x + lo, (uint16_t *)j->o + lo, hi - lo);
+    else j->r->be->isa->h_to_f32(j->dt, (const uint16_t *)j->x + lo, (float *)j->o + lo, hi - lo);
+}
+
+static void cvt(const cpu_run *r, int dt, int to, const void *x, void *o, int64_t n)
+{
+    if (n <= 0) return;
+    if (dt == RLX_F32) {
+        memcpy(o, x, (size_t)n * sizeof(float));
+        return;
+    }
+    cvt_job j = {r, dt, to, x, o, n, cpu_chunk(n, 16384, 64, 64)};
+    cpu_parallel(r, (n + j.chunk - 1) / j.chunk, cvt_task, &j);
+}
+
+void cpu_to_f32(const cpu_run *r, int dt, const void *x, float *o, int64_t n) { cvt(r, dt, 0, x, o, n); }
+void cpu_from_f32(const cpu_run *r, int dt, const float *x, void *o, int64_t n) { cvt(r, dt, 1, x, o, n); }

@@ -70,7 +70,8 @@ static const cpu_isa *pick_isa(const char **why)
     int have_avx2 = 0;
 #ifdef CPU_HAVE_AVX2_BUILD
     __builtin_cpu_init();
-    have_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    have_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                __builtin_cpu_supports("f16c");
 #endif
     *why = NULL;
     if (env && strcmp(env, "generic") == 0) return &cpu_isa_generic;
@@ -79,7 +80,7 @@ static const cpu_isa *pick_isa(const char **why)
 #ifdef CPU_HAVE_AVX2_BUILD
     if (have_avx2) return &cpu_isa_avx2;
 #endif
-    if (env && strcmp(env, "avx2") == 0) *why = "RLX_CPU_ISA=avx2 but this CPU lacks AVX2/FMA";
+    if (env && strcmp(env, "avx2") == 0) *why = "RLX_CPU_ISA=avx2 but this CPU lacks AVX2/FMA/F16C";
     return &cpu_isa_generic;
 }
 
@@ -233,6 +234,7 @@ typedef struct cpu_exe {
     uint32_t n_nodes;
     float *scratch;
     size_t scratch_stride;
+    float *shared;
     uint32_t n_values;
     uint8_t *nonempty; /* per value: numel > 0 (its pointer must be set) */
 } cpu_exe;
@@ -242,6 +244,7 @@ static void exe_free(cpu_exe *x)
     if (!x) return;
     free(x->nodes);
     free(x->scratch);
+    free(x->shared);
     free(x->nonempty);
     free(x);
 }
@@ -279,7 +282,7 @@ static int cpu_compile(void *bep, const rlx_program *prog, void **out, rlx_diag 
             }
         x->nonempty[v] = cpu_numel(s) > 0;
     }
-    size_t scratch = 0;
+    size_t scratch = 0, shared = 0;
     for (uint32_t i = 0; i < prog->n_nodes; i++) {
         const rlx_node_desc *n = &prog->nodes[i];
         const cpu_op_def *def = cpu_op_find(n->op);
@@ -310,6 +313,15 @@ static int cpu_compile(void *bep, const rlx_program *prog, void **out, rlx_diag 
             return rc;
         }
         if (nd->scratch_floats > scratch) scratch = nd->scratch_floats;
+        if (nd->shared_floats > shared) shared = nd->shared_floats;
+    }
+    if (shared) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, shared * sizeof(float)) != 0) {
+            exe_free(x);
+            return cpu_fail(d, RLX_ERR_NOMEM, "cpu: cannot allocate %zu bytes of kernel buffers", shared * sizeof(float));
+        }
+        x->shared = p;
     }
     if (scratch) {
         x->scratch_stride = (scratch + 15) / 16 * 16;
@@ -349,7 +361,7 @@ static int cpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d)
                               nd->op, id);
         }
         if (rc) break;
-        cpu_run r = {be, nd, vp, x->scratch, x->scratch_stride, d};
+        cpu_run r = {be, nd, vp, x->scratch, x->scratch_stride, d, x->shared};
         rc = nd->fn(&r);
     }
     if (rebound) pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
@@ -379,7 +391,7 @@ static void cpu_teardown(void *bep)
     free(be);
 }
 
-static const char *const cpu_dtypes[] = {"f32", NULL};
+static const char *const cpu_dtypes[] = {"f32", "f16", "bf16", NULL};
 
 static const rlx_backend cpu_backend_desc = {
     .struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_backend, teardown),
@@ -390,7 +402,7 @@ static const rlx_backend cpu_backend_desc = {
     .ops = cpu_op_names,
     .dtypes = cpu_dtypes,
     .probe = cpu_probe,
-    .supports_op = NULL,
+    .supports_op = cpu_supports_op,
     .init = cpu_init,
     .alloc = cpu_alloc,
     .free = cpu_free,
@@ -431,5 +443,6 @@ RLX_EXPORT const rlx_plugin_desc *rlx_plugin_init(const rlx_host_api *host)
         return NULL;
     }
     cpu_host = host;
+    cpu_ops_init();
     return &cpu_plugin_desc;
 }

@@ -1,5 +1,5 @@
 /* rlx-blocks-bert: BERT (BertModel) embeddings, encoder layer and pooler. */
-#include "../../common/rlx_plugin_boilerplate.h"
+#include "rlx/plugin_util.h"
 #include "bert_blocks.h"
 
 static const rlx_block *const blocks[] = {

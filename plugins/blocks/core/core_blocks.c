@@ -194,17 +194,6 @@ static int rope_tables(rlx_ctx *c, const rlx_host_api *h)
             h->param_int(c, "original_max_position_embeddings", cfg->rope_original_max_position),
     };
     if (a.dim <= 0 || a.dim > 65536) return h->fail(c, "rope_tables: bad rotary dimension %lld", (long long)a.dim);
-    /* "bf16"/"f16" (or "checkpoint": config dtype) rounds the table as a model cast with
-     * model.to(dtype) holds it (nn.Module.to rounds the inv_freq buffer; from_pretrained
-     * keeps it f32, the default here) */
-    const char *fdt = pstr(&e, "inv_freq_dtype", "f32");
-    int round_bits = 24;
-    if (strcmp(fdt, "checkpoint") == 0)
-        round_bits = cfg->dtype == RLX_BF16 ? 8 : cfg->dtype == RLX_F16 ? 11 : 24;
-    else if (strcmp(fdt, "bf16") == 0) round_bits = 8;
-    else if (strcmp(fdt, "f16") == 0) round_bits = 11;
-    else if (strcmp(fdt, "f32") != 0)
-        return h->fail(c, "rope_tables: inv_freq_dtype '%s' is not one of f32, bf16, f16, checkpoint", fdt);
     double *f = malloc(sizeof(double) * (size_t)(a.dim / 2 + 1));
     float *f32 = malloc(sizeof(float) * (size_t)(a.dim / 2 + 1));
     char err[256];
@@ -213,11 +202,8 @@ static int rope_tables(rlx_ctx *c, const rlx_host_api *h)
         if (blk_rope_inv_freq(&a, f, err, sizeof err) != 0) {
             rc = h->fail(c, "rope_tables: %s", err);
         } else {
-            for (int64_t i = 0; i < a.dim / 2; i++) {
-                int ex;
-                double m = frexp((double)(float)f[i], &ex); /* f32 first, as torch casts */
-                f32[i] = (float)ldexp(nearbyint(ldexp(m, round_bits)), ex - round_bits);
-            }
+            /* computed in double, kept in f32 as transformers keeps the buffer */
+            for (int64_t i = 0; i < a.dim / 2; i++) f32[i] = (float)f[i];
             rlx_shape s = blk_shape1(a.dim / 2);
             rc = put(&e, pstr(&e, "slot", "rope.inv_freq"), h->emit_const(c, RLX_F32, &s, f32));
         }
@@ -306,8 +292,7 @@ BLOCK(blk_core_gather_last_token, gather_last_token, "keeps the last row of a sl
       "in, out: slots");
 BLOCK(blk_core_rope_tables, rope_tables, "rotary inverse frequencies (default, linear, llama3) as a constant",
       "theta, rope_type, factor, low_freq_factor, high_freq_factor, original_max_position_embeddings, "
-      "head_dim, partial_rotary_factor (config); slot: str (rope.inv_freq); "
-      "inv_freq_dtype: f32|bf16|f16|checkpoint (f32)");
+      "head_dim, partial_rotary_factor (config); slot: str (rope.inv_freq)");
 BLOCK(blk_core_self_attn_prefill, self_attn_prefill, "multi-head self-attention without a KV cache",
       "prefix: str (holds q_proj..o_proj); num_heads, num_kv_heads, head_dim, bias, qk_norm: int; "
       "rope: slot (empty: none); scale, softcap: float; causal, window: int; in, out: slots");

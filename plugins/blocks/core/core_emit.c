@@ -28,6 +28,18 @@ int blk_direct(const blk_em *e)
     return p && strcmp(p, "direct") == 0;
 }
 
+int blk_heads(const blk_em *e, int64_t *heads, int64_t *kv, int64_t *head_dim)
+{
+    const rlx_model_config *cfg = e->h->model_config(e->c);
+    *heads = cfg->num_heads;
+    *kv = cfg->num_kv_heads > 0 ? cfg->num_kv_heads : cfg->num_heads;
+    *head_dim = cfg->head_dim > 0 ? cfg->head_dim : cfg->num_heads > 0 ? cfg->hidden_size / cfg->num_heads : 0;
+    if (*heads <= 0 || *head_dim <= 0 || *kv <= 0 || *heads % *kv)
+        return e->h->fail(e->c, "%s: config.json: num_attention_heads %lld is not a multiple of "
+                                "num_key_value_heads %lld", e->who, (long long)*heads, (long long)*kv);
+    return 0;
+}
+
 int32_t blk_slot(const blk_em *e, const char *slot)
 {
     int32_t v = e->h->slot_get(e->c, slot);

@@ -20,6 +20,9 @@ rlx_shape blk_shape2(int64_t a, int64_t b);
 rlx_shape blk_shape3(int64_t a, int64_t b, int64_t c);
 /* 1 when the profile's fusion policy is "direct" (emit composites), 0 for "fusable" */
 int blk_direct(const blk_em *e);
+/* heads, kv heads and head_dim of cfg (kv 0: = heads; head_dim 0: hidden / heads), checked:
+ * a bad geometry fails naming the config keys */
+int blk_heads(const blk_em *e, int64_t *heads, int64_t *kv, int64_t *head_dim);
 /* A slot's value, failing the build naming the slot when it is unset */
 int32_t blk_slot(const blk_em *e, const char *slot);
 /* "prefix" + "suffix" into out; fails (returns -1) when it does not fit */

@@ -1,5 +1,5 @@
 /* rlx-blocks-core: the architecture-neutral blocks every recipe composes. */
-#include "../../common/rlx_plugin_boilerplate.h"
+#include "rlx/plugin_util.h"
 #include "core_blocks.h"
 
 static const rlx_block *const blocks[] = {

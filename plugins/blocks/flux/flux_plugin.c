@@ -1,6 +1,6 @@
 /* rlx-blocks-flux: diffusers FLUX.1 / FLUX.2 transformer blocks. */
 #include "flux_blocks.h"
-#include "../../common/rlx_plugin_boilerplate.h"
+#include "rlx/plugin_util.h"
 
 static const rlx_block *const blocks[] = {
     &blk_flux_embed,

@@ -48,13 +48,8 @@ static int decoder_layer(rlx_ctx *c, const rlx_host_api *h)
     names n;
     if (name_all(&e, &n, prefix, cache) < 0) return RLX_ERR_INVALID;
     double eps = h->param_float(c, "eps", cfg->norm_eps);
-    int64_t nkv = cfg->num_kv_heads > 0 ? cfg->num_kv_heads : cfg->num_heads;
-    int64_t head_dim = cfg->head_dim > 0 ? cfg->head_dim
-                       : cfg->num_heads > 0 ? cfg->hidden_size / cfg->num_heads : 0;
-    if (cfg->num_heads <= 0 || head_dim <= 0 || nkv <= 0 || cfg->num_heads % nkv)
-        return h->fail(c, "gemma.decoder_layer: config.json: num_attention_heads %lld is not a "
-                          "multiple of num_key_value_heads %lld", (long long)cfg->num_heads,
-                       (long long)nkv);
+    int64_t heads, nkv, head_dim;
+    if (blk_heads(&e, &heads, &nkv, &head_dim)) return RLX_ERR_INVALID;
     int sliding = cfg->layer_types[layer] == RLX_LAYER_SLIDING;
     if (sliding && cfg->sliding_window <= 0)
         return h->fail(c, "gemma.decoder_layer: config.json: layer %lld is sliding_attention but "

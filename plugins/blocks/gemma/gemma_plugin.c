@@ -1,6 +1,6 @@
 /* rlx-blocks-gemma: the Gemma 2 / Gemma 3 decoder layer (gemma_layer.c). The embedding
  * scale and the final logit softcap are parameters of the core token_embed and lm_head. */
-#include "../../common/rlx_plugin_boilerplate.h"
+#include "rlx/plugin_util.h"
 
 extern const rlx_block blk_gemma_decoder_layer;
 

@@ -58,13 +58,19 @@ static int layer_setup(const blk_em *e, layer_args *L)
     L->eps = h->param_float(e->c, "eps", cfg->norm_eps);
     L->intermediate = cfg->intermediate_size;
     L->mlp_bias = cfg->mlp_bias;
-    int64_t head_dim = cfg->head_dim > 0 ? cfg->head_dim
-                       : cfg->num_heads > 0 ? cfg->hidden_size / cfg->num_heads : 0;
+    int64_t heads, nkv, head_dim;
+    if (blk_heads(e, &heads, &nkv, &head_dim)) return RLX_ERR_INVALID;
     const char *rope = h->param_str(e->c, "rope", "rope.inv_freq");
+    /* the layer index picks layer_types' sliding window (Qwen3, Mistral) */
+    int64_t layer = h->param_int(e->c, "layer", -1);
+    if (layer < -1 || layer >= cfg->num_layers || layer >= RLX_MAX_LAYERS)
+        return h->fail(e->c, "%s: layer %lld is out of range [0, %lld)", e->who, (long long)layer,
+                       (long long)cfg->num_layers);
+    int sliding = layer >= 0 && cfg->layer_types[layer] == RLX_LAYER_SLIDING;
     L->attn = (blk_attn_args){
         .prefix = L->attn_prefix,
-        .num_heads = cfg->num_heads,
-        .num_kv_heads = cfg->num_kv_heads > 0 ? cfg->num_kv_heads : cfg->num_heads,
+        .num_heads = heads,
+        .num_kv_heads = nkv,
         .head_dim = head_dim,
         .hidden = cfg->hidden_size,
         .bias = cfg->attention_bias,
@@ -72,12 +78,9 @@ static int layer_setup(const blk_em *e, layer_args *L)
         .qk_norm_eps = L->eps,
         .inv_freq_slot = rope && *rope ? rope : NULL,
         .causal = 1,
+        .window = sliding ? cfg->sliding_window : 0,
         .cache = L->cache,
     };
-    if (L->attn.num_heads <= 0 || head_dim <= 0 || L->attn.num_heads % L->attn.num_kv_heads)
-        return h->fail(e->c, "%s: config.json: num_attention_heads %lld is not a multiple of "
-                       "num_key_value_heads %lld", e->who, (long long)L->attn.num_heads,
-                       (long long)L->attn.num_kv_heads);
     return 0;
 }
 
@@ -126,7 +129,8 @@ const rlx_block blk_llama_decoder_layer = {
     (uint32_t)RLX_STRUCT_SIZE(rlx_block, emit), "llama.decoder_layer",
     "LLaMA decoder layer (pre-norm attention + SwiGLU MLP) over the layer's KV cache",
     "prefix: str (model.layers.{i}.); cache: str (cache.{i}: states cache.{i}.k/.v); "
-    "eps: float (config); rope: slot (rope.inv_freq); qk_norm: int (0)",
+    "eps: float (config); rope: slot (rope.inv_freq); qk_norm: int (0); "
+    "layer: int ({i}: selects layer_types / sliding_window)",
     decoder_layer};
 
 const rlx_block blk_llama_decoder_layer_composed = {

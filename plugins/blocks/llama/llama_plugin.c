@@ -1,5 +1,5 @@
 /* rlx-blocks-llama: LLaMA-family decoder layers. */
-#include "../../common/rlx_plugin_boilerplate.h"
+#include "rlx/plugin_util.h"
 #include "llama_blocks.h"
 
 static const rlx_block *const blocks[] = {

@@ -1,5 +1,5 @@
 /* rlx-blocks-qwen3: the Qwen3 decoder layer (qwen3_layer.c). */
-#include "../../common/rlx_plugin_boilerplate.h"
+#include "rlx/plugin_util.h"
 
 extern const rlx_block blk_qwen3_decoder_layer;
 

@@ -1,13 +1,19 @@
-/* The descriptor and the exported rlx_plugin_init that every block and arch plugin
- * carries, in one place. Built only against rlx/plugin.h: plugins never link librlx.
- * Each macro expands to complete definitions; use it at file scope with no trailing ';'.
- * (Backends keep their own entry: they also remember the host table.) */
-#ifndef RLX_PLUGIN_BOILERPLATE_H
-#define RLX_PLUGIN_BOILERPLATE_H
+/* rlx/plugin_util.h — installed helpers for plugin authors (part of the ABI, versioned
+ * with it): the descriptor and the exported rlx_plugin_init that every block and arch
+ * plugin carries, in one place. Built only against rlx/plugin.h: plugins never link
+ * librlx. Each macro expands to complete definitions; use it at file scope with no
+ * trailing ';'. (Backends keep their own entry: they also remember the host table.)
+ *
+ *   static const rlx_arch arch = {...};
+ *   RLX_ARCH_PLUGIN("arch-mistral", "Mistral recipe", arch)
+ */
+#ifndef RLX_PLUGIN_UTIL_H
+#define RLX_PLUGIN_UTIL_H
 #include "rlx/plugin.h"
 
-/* The last rlx_host_api field the plugin calls; a plugin needing a later one defines
- * this before including the header, and an older host is then refused. */
+/* The last rlx_host_api field the plugin calls (default: the newest, ABI 1.1's); a
+ * plugin that must run on older hosts names an earlier one before including this
+ * header, and a host without that field is then refused. */
 #ifndef RLX_PLUGIN_HOST_NEEDS
 #define RLX_PLUGIN_HOST_NEEDS flow_input_fill
 #endif
