@@ -111,7 +111,10 @@ int tk_jeach(const tk_jctx *c, struct json_t *arr, const char *path, const char 
 int tk_jpattern(const tk_jctx *c, struct json_t *obj, const char *path, const char **pat,
                 int *is_regex);
 
-/* compile a regex (PCRE2_UTF|PCRE2_UCP, JIT when available) or a literal */
+/* the pattern with \s / \S as \p{White_Space} / \P{White_Space} (malloc'ed, NULL: no memory) */
+char *tk_regex_white_space(const char *pat);
+/* compile a regex (PCRE2_UTF|PCRE2_UCP, \s meaning White_Space, JIT when available) or a
+ * literal */
 pcre2_code *tk_regex_compile(const tk_jctx *c, const char *path, const char *pat, int literal);
 /* next match in s[start..n): 1 found (*ms, *me), 0 none, <0 error */
 int tk_regex_next(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n,
