@@ -41,7 +41,8 @@ cd "$root/build" || exit 1
 plugins=$(sed -n "s/^RLX_BUILD_PLUGIN_PATH = //p" Makefile | sed "s|\$(abs_top_builddir)|$root/build|g")
 # what make check's AM_TESTS_ENVIRONMENT sets (tests/tests.am)
 export RLX_PLUGIN_PATH=$plugins CK_DEFAULT_TIMEOUT=600 RLX_PROFILE_PATH=$root/src/profiles \
-    RLX_SRCDIR=$root/src RLX_BUILDDIR=$root/build RLX_FIXTURES=$root/src/tests/fixtures
+    RLX_SRCDIR=$root/src RLX_BUILDDIR=$root/build RLX_FIXTURES=$root/src/tests/fixtures \
+    RLX_TEST_BACKEND=cuda
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 table=$out/gpu-check.txt
 : >"$table"
