@@ -167,6 +167,32 @@ float *pu_read_case_f32(const rlx_weights *ref, int c, const char *what, size_t 
     return pu_read_f32(ref, name, numel);
 }
 
+void pu_gen_case_open(pu_gen_case *k, const char *model, int c, size_t n_gen)
+{
+    k->ref = pu_open_ref(model);
+    k->ids = pu_read_case_ids(k->ref, c, &k->t);
+    k->full = pu_read_case_f32(k->ref, c, "full_logits", &k->nfull);
+    k->prefill = pu_read_case_f32(k->ref, c, "logits", &k->nlog);
+    k->vocab = k->nlog / k->t;
+    ck_assert_uint_ge(k->nfull / k->vocab, k->t + n_gen - 1);
+    char rel[256];
+    snprintf(rel, sizeof rel, "%s/ref.json", model);
+    k->rj = pu_load_json(tu_fixture(rel));
+    json_t *rc = json_array_get(json_object_get(k->rj, "cases"), (size_t)c);
+    k->greedy = json_object_get(rc, "greedy_continuation");
+    k->margins = json_object_get(rc, "top2_margins");
+    ck_assert(json_array_size(k->greedy) == n_gen && json_array_size(k->margins) == n_gen);
+}
+
+void pu_gen_case_close(pu_gen_case *k)
+{
+    json_decref(k->rj);
+    free(k->full);
+    free(k->prefill);
+    free(k->ids);
+    rlx_weights_close(k->ref);
+}
+
 void pu_check_forward_logits(const char *out_path, const float *want, size_t nref, const char *model,
                              int c, const char *label, const char *as, const char *first_as,
                              float **first)

@@ -29,6 +29,18 @@ void pu_check_ids(json_t *arr, const int32_t *want, size_t n, const char *what);
 /* the reference's "case<c>.input_ids" / "case<c>.<what>" (malloc) */
 int32_t *pu_read_case_ids(const rlx_weights *ref, int c, size_t *t);
 float *pu_read_case_f32(const rlx_weights *ref, int c, const char *what, size_t *numel);
+/* One case of a causal-LM fixture for a generate test: prompt ids [t], prefill logits
+ * [nlog], full-sequence logits [nfull] (checked to cover t + n_gen - 1 rows), and ref.json's
+ * greedy ids and margins (n_gen each). pu_gen_case_close frees it. */
+typedef struct pu_gen_case {
+    rlx_weights *ref;
+    int32_t *ids;
+    size_t t, nlog, nfull, vocab;
+    float *prefill, *full;
+    json_t *rj, *greedy, *margins;
+} pu_gen_case;
+void pu_gen_case_open(pu_gen_case *k, const char *model, int c, size_t n_gen);
+void pu_gen_case_close(pu_gen_case *k);
 /* rlx-run forward's logits file against want [nref]: rel L2 < 1e-4. The first run's logits
  * are kept in *first (caller frees); later runs must match them (< 1e-5). Messages name
  * the run by label ("(direct, 1 threads)"), as ("direct/1 threads") and first_as. */

@@ -1,6 +1,7 @@
-/* Qwen3, Gemma 2 and Gemma 3 (text) parity through the CLI: rlx-run forward and generate
- * on the Hugging Face fixtures (tests/fixtures/qwen3-tiny, qwen3-untied-bf16, gemma2-tiny,
- * gemma3-tiny) under both fusion policies; plus the recipes' config errors. */
+/* Qwen3, Gemma 2, Gemma 3 (text) and Phi-3 parity through the CLI: rlx-run forward and
+ * generate on the Hugging Face fixtures (tests/fixtures/qwen3-tiny, qwen3-untied-bf16,
+ * gemma2-tiny, gemma3-tiny, phi3-tiny) under both fusion policies; plus the recipes'
+ * config errors. */
 #include <check.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@ static const fixture fixtures[] = {
     {"qwen3-untied-bf16", NULL},
     {"gemma2-tiny", NULL},
     {"gemma3-tiny", NULL},
+    {"phi3-tiny", NULL},
 };
 #define N_FIXTURES (sizeof fixtures / sizeof fixtures[0])
 
@@ -239,6 +241,20 @@ START_TEST(test_recipe_config_errors)
     char *q = model_with(tmp, "qwen3-tiny", "hidden_act", json_string("gelu"));
     snprintf(args, sizeof args, "generate --model '%s' --ids 1,2 -n 1", q);
     expect_fail(args, "hidden_act 'gelu'");
+    /* Phi-3's long-context rope (4.x "su", 5.x "longrope") is refused naming the key */
+    json_t *lr = json_pack("{s:s,s:[f],s:[f]}", "type", "su", "short_factor", 1.0, "long_factor", 1.0);
+    char *p = model_with(tmp, "phi3-tiny", "rope_scaling", lr);
+    snprintf(args, sizeof args, "generate --model '%s' --ids 1,2 -n 1", p);
+    expect_fail(args, "rope_scaling.type: \"su\" is not supported by the phi3 recipe");
+    free(p);
+    json_t *pr = json_pack("{s:s,s:f}", "rope_type", "longrope", "rope_theta", 10000.0);
+    char *tmp2 = tu_mkdtemp();
+    p = model_with(tmp2, "phi3-tiny", "rope_parameters", pr);
+    snprintf(args, sizeof args, "generate --model '%s' --ids 1,2 -n 1", p);
+    expect_fail(args, "rope_parameters.rope_type: \"longrope\"");
+    free(p);
+    tu_rmrf(tmp2);
+    free(tmp2);
     free(g);
     free(q);
     tu_rmrf(tmp);

@@ -148,6 +148,8 @@ typedef struct refusal {
 
 static const refusal refusals[] = {
     {"tp-bad-abi", "tp-bad-abi.so", NULL, 0, "ABI major mismatch: plugin 2.0, host 1.1", 0},
+    {"tp-new-minor", "tp-new-minor.so", NULL, 0,
+     "ABI minor too new: plugin 1.2 needs a host of that ABI, host is 1.1", 0},
     {"tp-no-entry", "tp-no-entry.so", NULL, 0, "no entry symbol rlx_plugin_init", 0},
     {"tp-small-desc", "tp-small-desc.so", NULL, 0,
      "struct too small: rlx_plugin_desc is {off_archs} bytes, ABI 1.1 needs {size_desc}", 0},

@@ -69,7 +69,7 @@ int recipe_decoder_flow(rlx_flow *flow, int phase, const rlx_model_config *cfg,
     int rc = check_decoder_config(cfg, r, host, d);
     if (rc) return rc;
     if (recipe_session_inputs(flow, host) != 0 || host->flow_stage(flow, "token_embed", r->embed) != 0 ||
-        host->flow_stage(flow, "rope_tables", "{}") != 0 ||
+        host->flow_stage(flow, "rope_tables", r->rope ? r->rope : "{}") != 0 ||
         (r->local_rope && host->flow_stage(flow, "rope_tables", r->local_rope) != 0) ||
         host->flow_repeat_begin(flow, cfg->num_layers) != 0 ||
         host->flow_stage(flow, r->layer_block, r->layer) != 0 || host->flow_repeat_end(flow) != 0 ||

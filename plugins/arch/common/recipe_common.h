@@ -19,6 +19,7 @@ typedef struct recipe_decoder {
     const char *arch;         /* "llama": names the recipe in messages */
     recipe_act act;
     const char *embed;        /* token_embed parameters */
+    const char *rope;         /* rope_tables parameters; NULL: "{}" */
     const char *local_rope;   /* a second rope_tables stage's parameters, or NULL */
     const char *layer_block;  /* the repeated layer */
     const char *layer;        /* its parameters */

@@ -188,6 +188,17 @@ int32_t blk_linear(const blk_em *e, int32_t x, const char *weight, const char *b
     return e->h->emit_op(e->c, "rlx.matmul", in, n, NULL, 0);
 }
 
+/* down(act(g) * u), the tail every gated MLP shares */
+static int32_t gated_tail(const blk_em *e, int32_t g, int32_t u, const char *down, const char *down_bias,
+                          int64_t h, const char *act_mul_op, const char *act_op)
+{
+    int32_t a;
+    if (blk_direct(e)) a = blk_op2(e, act_mul_op, g, u);
+    else a = blk_op2(e, "rlx.mul", blk_op1(e, act_op, g), u);
+    if (a < 0) return -1;
+    return blk_linear(e, a, down, down_bias, h, 0);
+}
+
 int32_t blk_gated_mlp(const blk_em *e, int32_t x, const char *prefix, int64_t intermediate,
                       int bias, const char *act_mul_op, const char *act_op)
 {
@@ -203,11 +214,30 @@ int32_t blk_gated_mlp(const blk_em *e, int32_t x, const char *prefix, int64_t in
     if (blk_last_dim(e, x, &h, NULL) < 0) return -1;
     int32_t g = blk_linear(e, x, wg, bias ? bg : NULL, intermediate, 0);
     int32_t u = blk_linear(e, x, wu, bias ? bu : NULL, intermediate, 0);
-    int32_t a;
-    if (blk_direct(e)) a = blk_op2(e, act_mul_op, g, u);
-    else a = blk_op2(e, "rlx.mul", blk_op1(e, act_op, g), u);
-    if (a < 0) return -1;
-    return blk_linear(e, a, wd, bias ? bd : NULL, h, 0);
+    return gated_tail(e, g, u, wd, bias ? bd : NULL, h, act_mul_op, act_op);
+}
+
+int32_t blk_slice_last(const blk_em *e, int32_t x, int64_t start, int64_t end)
+{
+    rlx_shape s;
+    int32_t dt;
+    if (x < 0 || e->h->value_info(e->c, x, &s, &dt) != 0 || s.ndim == 0) return -1;
+    rlx_attr at[] = {RLX_ATTR_I("axis", s.ndim - 1), RLX_ATTR_I("start", start), RLX_ATTR_I("end", end)};
+    return e->h->emit_op(e->c, "rlx.slice", &x, 1, at, 3);
+}
+
+int32_t blk_fused_gated_mlp(const blk_em *e, int32_t x, const char *prefix, int64_t intermediate,
+                            const char *act_mul_op, const char *act_op)
+{
+    char wgu[BLK_NAME_MAX], wd[BLK_NAME_MAX];
+    if (blk_join(e, wgu, prefix, "gate_up_proj.weight") < 0 || blk_join(e, wd, prefix, "down_proj.weight") < 0)
+        return -1;
+    int64_t h;
+    if (blk_last_dim(e, x, &h, NULL) < 0) return -1;
+    int32_t gu = blk_linear(e, x, wgu, NULL, 2 * intermediate, 0);
+    int32_t g = blk_slice_last(e, gu, 0, intermediate);
+    int32_t u = blk_slice_last(e, gu, intermediate, 2 * intermediate);
+    return gated_tail(e, g, u, wd, NULL, h, act_mul_op, act_op);
 }
 
 int32_t blk_swiglu_mlp(const blk_em *e, int32_t x, const char *prefix, int64_t intermediate,
@@ -235,15 +265,28 @@ int32_t blk_gelu_ffn(const blk_em *e, int32_t x, const char *up, const char *up_
     return blk_linear(e, a, down, down_bias, h, 1);
 }
 
-/* q/k projection reshaped to heads, optionally normed, then rotated */
-static int32_t attn_heads(const blk_em *e, int32_t x, const blk_attn_args *a, const char *proj,
-                          const char *norm, int64_t heads, int rope, int32_t positions,
-                          int32_t inv_freq)
+/* x·Wᵀ of prefix+proj ("q_proj.weight"), with its bias when the attention has biases */
+static int32_t attn_proj(const blk_em *e, int32_t x, const blk_attn_args *a, const char *proj, int64_t out)
 {
-    char w[BLK_NAME_MAX], b[BLK_NAME_MAX], n[BLK_NAME_MAX];
+    char w[BLK_NAME_MAX], b[BLK_NAME_MAX];
     if (blk_join(e, w, a->prefix, proj) < 0) return -1;
     snprintf(b, sizeof b, "%.*s.bias", (int)(strlen(w) - strlen(".weight")), w);
-    int32_t y = blk_linear(e, x, w, a->bias ? b : NULL, heads * a->head_dim, 0);
+    return blk_linear(e, x, w, a->bias ? b : NULL, out, 0);
+}
+
+/* q, k or v: columns [lo, hi) of the fused projection qkv, else its own projection */
+static int32_t attn_part(const blk_em *e, int32_t x, const blk_attn_args *a, int32_t qkv, const char *proj,
+                         int64_t lo, int64_t hi)
+{
+    return a->qkv ? blk_slice_last(e, qkv, lo, hi) : attn_proj(e, x, a, proj, hi - lo);
+}
+
+/* a projection [T, heads·d] reshaped to heads, optionally normed, then rotated (the
+ * first rot dims; 0: all) */
+static int32_t attn_heads(const blk_em *e, int32_t y, const blk_attn_args *a, const char *norm,
+                          int64_t heads, int rope, int64_t rot, int32_t positions, int32_t inv_freq)
+{
+    char n[BLK_NAME_MAX];
     int64_t dims[3] = {-1, heads, a->head_dim};
     y = y < 0 ? -1 : blk_reshape(e, y, 3, dims);
     if (y >= 0 && norm) {
@@ -252,7 +295,7 @@ static int32_t attn_heads(const blk_em *e, int32_t x, const blk_attn_args *a, co
     }
     if (y >= 0 && rope) {
         int32_t in[3] = {y, positions, inv_freq};
-        rlx_attr at[] = {RLX_ATTR_I("rot_dim", 0)};
+        rlx_attr at[] = {RLX_ATTR_I("rot_dim", rot)};
         y = e->h->emit_op(e->c, "rlx.rope", in, 3, at, 1);
     }
     return y;
@@ -294,11 +337,27 @@ int32_t blk_self_attention(const blk_em *e, int32_t x, const blk_attn_args *a)
         e->h->fail(e->c, "%s: a KV cache needs the flow input 'pos'", e->who);
         return -1;
     }
-    int32_t q = attn_heads(e, x, a, "q_proj.weight", a->qk_norm ? "q_norm.weight" : NULL,
-                           a->num_heads, rope, positions, inv_freq);
-    int32_t k = attn_heads(e, x, a, "k_proj.weight", a->qk_norm ? "k_norm.weight" : NULL,
-                           a->num_kv_heads, rope, positions, inv_freq);
-    int32_t v = attn_heads(e, x, a, "v_proj.weight", NULL, a->num_kv_heads, 0, -1, -1);
+    /* a table of rot/2 frequencies rotates the first rot dims (partial rotary) */
+    int64_t rot = 0;
+    if (rope) {
+        int64_t half;
+        if (blk_last_dim(e, inv_freq, &half, NULL) < 0) return -1;
+        if (2 * half > a->head_dim) {
+            e->h->fail(e->c, "%s: the rope table has %lld frequencies, more than head_dim %lld / 2", e->who,
+                       (long long)half, (long long)a->head_dim);
+            return -1;
+        }
+        rot = 2 * half == a->head_dim ? 0 : 2 * half;
+    }
+    int64_t nq = a->num_heads * a->head_dim, nkv = a->num_kv_heads * a->head_dim;
+    int32_t qkv = a->qkv ? attn_proj(e, x, a, a->qkv, nq + 2 * nkv) : -1;
+    if (a->qkv && qkv < 0) return -1;
+    int32_t q = attn_heads(e, attn_part(e, x, a, qkv, "q_proj.weight", 0, nq), a,
+                           a->qk_norm ? "q_norm.weight" : NULL, a->num_heads, rope, rot, positions, inv_freq);
+    int32_t k = attn_heads(e, attn_part(e, x, a, qkv, "k_proj.weight", nq, nq + nkv), a,
+                           a->qk_norm ? "k_norm.weight" : NULL, a->num_kv_heads, rope, rot, positions, inv_freq);
+    int32_t v = attn_heads(e, attn_part(e, x, a, qkv, "v_proj.weight", nq + nkv, nq + 2 * nkv), a, NULL,
+                           a->num_kv_heads, 0, 0, -1, -1);
     if (q < 0 || k < 0 || v < 0) return -1;
     if (a->cache) {
         k = cache_through(e, a->cache, ".k", k, pos, a->num_kv_heads, a->head_dim);
@@ -324,6 +383,21 @@ int32_t blk_self_attention(const blk_em *e, int32_t x, const blk_attn_args *a)
         return -1;
     /* HF llama gives o_proj the same bias flag as q/k/v */
     return blk_linear(e, o, wo, a->bias ? bo : NULL, a->hidden, 0);
+}
+
+int blk_prenorm_layer(const blk_em *e, const blk_prenorm_args *L)
+{
+    int32_t x = blk_slot(e, "hidden");
+    if (x < 0) return RLX_ERR_INVALID;
+    int32_t n1 = blk_rms_norm(e, x, L->in_norm, L->eps, 0);
+    int32_t a = n1 < 0 ? -1 : blk_self_attention(e, n1, &L->attn);
+    int32_t s, n2;
+    if (a < 0 || blk_add_rms_norm(e, x, a, L->post_norm, L->eps, 0, &s, &n2) != 0) return RLX_ERR_INVALID;
+    int32_t m = L->fused_gate_up ? blk_fused_gated_mlp(e, n2, L->mlp, L->intermediate, "rlx.swiglu", "rlx.silu")
+                                 : blk_swiglu_mlp(e, n2, L->mlp, L->intermediate, L->mlp_bias);
+    int32_t out = blk_op2(e, "rlx.add", s, m);
+    if (out < 0) return RLX_ERR_INVALID;
+    return e->h->slot_set(e->c, "hidden", out) == 0 ? 0 : RLX_ERR_INVALID;
 }
 
 int blk_lm_head(const blk_em *e, int32_t x, int32_t w, double cap, const char *out_name)

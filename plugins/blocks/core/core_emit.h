@@ -53,6 +53,12 @@ int32_t blk_linear(const blk_em *e, int32_t x, const char *weight, const char *b
  * the fused op (act_mul_op, e.g. rlx.swiglu) replaces rlx.mul of act_op (e.g. rlx.silu). */
 int32_t blk_gated_mlp(const blk_em *e, int32_t x, const char *prefix, int64_t intermediate,
                       int bias, const char *act_mul_op, const char *act_op);
+/* blk_gated_mlp over one fused [2·intermediate, H] projection prefix+"gate_up_proj.weight"
+ * (gate rows first, as Phi-3 stores it), split with rlx.slice; down_proj as usual */
+int32_t blk_fused_gated_mlp(const blk_em *e, int32_t x, const char *prefix, int64_t intermediate,
+                            const char *act_mul_op, const char *act_op);
+/* x[..., start:end] (rlx.slice on the last axis) */
+int32_t blk_slice_last(const blk_em *e, int32_t x, int64_t start, int64_t end);
 /* down(silu(gate(x)) * up(x)): blk_gated_mlp with rlx.swiglu / rlx.silu */
 int32_t blk_swiglu_mlp(const blk_em *e, int32_t x, const char *prefix, int64_t intermediate,
                        int bias);
@@ -60,7 +66,9 @@ int32_t blk_swiglu_mlp(const blk_em *e, int32_t x, const char *prefix, int64_t i
 int32_t blk_gelu_ffn(const blk_em *e, int32_t x, const char *up, const char *up_bias,
                      const char *down, const char *down_bias, const char *act);
 
-/* Self-attention of the HF layout (q_proj, k_proj, v_proj, o_proj under prefix). */
+/* Self-attention of the HF layout (q_proj, k_proj, v_proj, o_proj under prefix; or one
+ * fused qkv projection). A rope table shorter than head_dim/2 rotates only the first
+ * 2·len dims of each head (partial rotary). */
 typedef struct blk_attn_args {
     const char *prefix; /* "model.layers.3.self_attn." */
     int64_t num_heads, num_kv_heads, head_dim, hidden;
@@ -74,8 +82,24 @@ typedef struct blk_attn_args {
     int64_t window;        /* 0: none */
     double softcap;        /* 0: none */
     const char *cache;     /* "cache.3": states cache.3.k / cache.3.v; NULL: no cache */
+    const char *qkv;       /* fused [(nh+2·nkv)·d, hidden] weight under prefix, q rows
+                              first ("qkv_proj.weight"); NULL: q_proj/k_proj/v_proj */
 } blk_attn_args;
 int32_t blk_self_attention(const blk_em *e, int32_t x, const blk_attn_args *a);
+
+/* The LLaMA-shaped pre-norm decoder layer over the slot "hidden":
+ *   h = x + attn(rms_norm(x)); hidden = h + swiglu_mlp(rms_norm(h))
+ * with rlx.add_rms_norm for the middle add + norm under "direct". */
+typedef struct blk_prenorm_args {
+    const char *in_norm, *post_norm; /* full weight names */
+    double eps;
+    blk_attn_args attn;
+    const char *mlp;      /* prefix of gate_proj/up_proj/down_proj (or gate_up_proj) */
+    int fused_gate_up;    /* mlp holds one gate_up_proj (blk_fused_gated_mlp) */
+    int64_t intermediate;
+    int mlp_bias;
+} blk_prenorm_args;
+int blk_prenorm_layer(const blk_em *e, const blk_prenorm_args *L);
 
 /* logits = x·wᵀ (softcap when cap > 0), emitted as output out_name */
 int blk_lm_head(const blk_em *e, int32_t x, int32_t w, double cap, const char *out_name);

@@ -2,7 +2,8 @@
  * cache states (cache.{i}.k / cache.{i}.v) through rlx.cache_write, so the same layer
  * serves prefill (which fills the cache) and decode (which extends it).
  *  - llama.decoder_layer: one block; composites (rlx.add_rms_norm, rlx.swiglu) under the
- *    "direct" policy, primitives under "fusable".
+ *    "direct" policy, primitives under "fusable". Its parameters cover the relatives of
+ *    that shape: q/k norms, a sliding window by layer_types, fused qkv / gate_up weights.
  *  - llama.decoder_layer_composed: the same layer as the sequence of core blocks
  *    (residual_save, rms_norm, attention, residual_add, ...), always primitives.
  *  - llama.kv_tap: exposes a layer's written cache as outputs (prefill cache export).
@@ -17,10 +18,7 @@ typedef struct layer_args {
     char cache[BLK_NAME_MAX];
     char attn_prefix[BLK_NAME_MAX], mlp_prefix[BLK_NAME_MAX];
     char in_norm[BLK_NAME_MAX], post_norm[BLK_NAME_MAX];
-    double eps;
-    int64_t intermediate;
-    int mlp_bias;
-    blk_attn_args attn;
+    blk_prenorm_args p;
 } layer_args;
 
 /* "model.layers.12." -> 12: the layer index when the flow gives no "cache" parameter */
@@ -55,31 +53,42 @@ static int layer_setup(const blk_em *e, layer_args *L)
         blk_join(e, L->in_norm, L->prefix, "input_layernorm.weight") < 0 ||
         blk_join(e, L->post_norm, L->prefix, "post_attention_layernorm.weight") < 0)
         return RLX_ERR_INVALID;
-    L->eps = h->param_float(e->c, "eps", cfg->norm_eps);
-    L->intermediate = cfg->intermediate_size;
-    L->mlp_bias = cfg->mlp_bias;
     int64_t heads, nkv, head_dim;
     if (blk_heads(e, &heads, &nkv, &head_dim)) return RLX_ERR_INVALID;
-    const char *rope = h->param_str(e->c, "rope", "rope.inv_freq");
-    /* the layer index picks layer_types' sliding window (Qwen3, Mistral) */
+    /* the layer index picks layer_types' sliding window (Qwen3, Mistral, Phi-3) */
     int64_t layer = h->param_int(e->c, "layer", -1);
     if (layer < -1 || layer >= cfg->num_layers || layer >= RLX_MAX_LAYERS)
         return h->fail(e->c, "%s: layer %lld is out of range [0, %lld)", e->who, (long long)layer,
                        (long long)cfg->num_layers);
     int sliding = layer >= 0 && cfg->layer_types[layer] == RLX_LAYER_SLIDING;
-    L->attn = (blk_attn_args){
-        .prefix = L->attn_prefix,
-        .num_heads = heads,
-        .num_kv_heads = nkv,
-        .head_dim = head_dim,
-        .hidden = cfg->hidden_size,
-        .bias = cfg->attention_bias,
-        .qk_norm = (int)h->param_int(e->c, "qk_norm", 0),
-        .qk_norm_eps = L->eps,
-        .inv_freq_slot = rope && *rope ? rope : NULL,
-        .causal = 1,
-        .window = sliding ? cfg->sliding_window : 0,
-        .cache = L->cache,
+    if (sliding && cfg->sliding_window <= 0)
+        return h->fail(e->c, "%s: config.json: layer %lld is sliding_attention but sliding_window is not set",
+                       e->who, (long long)layer);
+    double eps = h->param_float(e->c, "eps", cfg->norm_eps);
+    const char *rope = h->param_str(e->c, "rope", "rope.inv_freq");
+    L->p = (blk_prenorm_args){
+        .in_norm = L->in_norm,
+        .post_norm = L->post_norm,
+        .eps = eps,
+        .mlp = L->mlp_prefix,
+        .fused_gate_up = (int)h->param_int(e->c, "fused_gate_up", 0),
+        .intermediate = cfg->intermediate_size,
+        .mlp_bias = cfg->mlp_bias,
+        .attn = {
+            .prefix = L->attn_prefix,
+            .num_heads = heads,
+            .num_kv_heads = nkv,
+            .head_dim = head_dim,
+            .hidden = cfg->hidden_size,
+            .bias = cfg->attention_bias,
+            .qk_norm = (int)h->param_int(e->c, "qk_norm", 0),
+            .qk_norm_eps = eps,
+            .inv_freq_slot = rope && *rope ? rope : NULL,
+            .causal = 1,
+            .window = sliding ? cfg->sliding_window : 0,
+            .cache = L->cache,
+            .qkv = h->param_int(e->c, "fused_qkv", 0) ? "qkv_proj.weight" : NULL,
+        },
     };
     return 0;
 }
@@ -90,17 +99,7 @@ static int decoder_layer(rlx_ctx *c, const rlx_host_api *h)
     layer_args L;
     int rc = layer_setup(&e, &L);
     if (rc) return rc;
-    int32_t x = blk_slot(&e, "hidden");
-    if (x < 0) return RLX_ERR_INVALID;
-    int32_t n1 = blk_rms_norm(&e, x, L.in_norm, L.eps, 0);
-    int32_t a = n1 < 0 ? -1 : blk_self_attention(&e, n1, &L.attn);
-    int32_t s, n2;
-    if (a < 0 || blk_add_rms_norm(&e, x, a, L.post_norm, L.eps, 0, &s, &n2) != 0)
-        return RLX_ERR_INVALID;
-    int32_t m = blk_swiglu_mlp(&e, n2, L.mlp_prefix, L.intermediate, L.mlp_bias);
-    int32_t out = blk_op2(&e, "rlx.add", s, m);
-    if (out < 0) return RLX_ERR_INVALID;
-    return h->slot_set(c, "hidden", out) == 0 ? 0 : RLX_ERR_INVALID;
+    return blk_prenorm_layer(&e, &L.p);
 }
 
 /* The steps of core blocks, through the same slots the core blocks use. */
@@ -113,13 +112,15 @@ static int decoder_layer_composed(rlx_ctx *c, const rlx_host_api *h)
     /* residual_save; rms_norm(input_layernorm); attention; residual_add */
     int32_t x = blk_slot(&e, "hidden");
     if (x < 0 || h->slot_set(c, "residual", x) != 0) return RLX_ERR_INVALID;
-    int32_t y = blk_rms_norm(&e, x, L.in_norm, L.eps, 0);
-    y = y < 0 ? -1 : blk_self_attention(&e, y, &L.attn);
+    int32_t y = blk_rms_norm(&e, x, L.in_norm, L.p.eps, 0);
+    y = y < 0 ? -1 : blk_self_attention(&e, y, &L.p.attn);
     y = blk_op2(&e, "rlx.add", y, blk_slot(&e, "residual"));
     /* residual_save; rms_norm(post_attention_layernorm); swiglu; residual_add */
     if (y < 0 || h->slot_set(c, "residual", y) != 0) return RLX_ERR_INVALID;
-    y = blk_rms_norm(&e, y, L.post_norm, L.eps, 0);
-    y = y < 0 ? -1 : blk_swiglu_mlp(&e, y, L.mlp_prefix, L.intermediate, L.mlp_bias);
+    y = blk_rms_norm(&e, y, L.post_norm, L.p.eps, 0);
+    y = y < 0                ? -1
+        : L.p.fused_gate_up ? blk_fused_gated_mlp(&e, y, L.mlp_prefix, L.p.intermediate, "rlx.swiglu", "rlx.silu")
+                             : blk_swiglu_mlp(&e, y, L.mlp_prefix, L.p.intermediate, L.p.mlp_bias);
     y = blk_op2(&e, "rlx.add", y, blk_slot(&e, "residual"));
     if (y < 0) return RLX_ERR_INVALID;
     return h->slot_set(c, "hidden", y) == 0 ? 0 : RLX_ERR_INVALID;
@@ -129,14 +130,16 @@ const rlx_block blk_llama_decoder_layer = {
     (uint32_t)RLX_STRUCT_SIZE(rlx_block, emit), "llama.decoder_layer",
     "LLaMA decoder layer (pre-norm attention + SwiGLU MLP) over the layer's KV cache",
     "prefix: str (model.layers.{i}.); cache: str (cache.{i}: states cache.{i}.k/.v); "
-    "eps: float (config); rope: slot (rope.inv_freq); qk_norm: int (0); "
-    "layer: int ({i}: selects layer_types / sliding_window)",
+    "layer: int ({i}: selects layer_types / sliding_window; default none); eps: float (config); "
+    "rope: slot (rope.inv_freq); qk_norm: int (0); fused_qkv: int (0: q/k/v_proj, 1: one qkv_proj); "
+    "fused_gate_up: int (0: gate/up_proj, 1: one gate_up_proj)",
     decoder_layer};
 
 const rlx_block blk_llama_decoder_layer_composed = {
     (uint32_t)RLX_STRUCT_SIZE(rlx_block, emit), "llama.decoder_layer_composed",
     "the LLaMA decoder layer composed from the core blocks' emitters (always primitives)",
-    "prefix: str (model.layers.{i}.); cache: str (cache.{i}); eps: float; rope: slot; qk_norm: int",
+    "prefix: str (model.layers.{i}.); cache: str (cache.{i}); layer: int; eps: float; rope: slot; "
+    "qk_norm, fused_qkv, fused_gate_up: int",
     decoder_layer_composed};
 
 /* Outputs a layer's written K/V cache (rows past the tokens seen are zeros). */
