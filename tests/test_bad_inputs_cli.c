@@ -2,12 +2,17 @@
  * rlx-run generate exit 1 with one stderr line naming the problem; never a signal or
  * a hang. Error texts come from the loaders (tests/bad-inputs/<case>/expect.txt). */
 #define _GNU_SOURCE
+#include "rlx/rlx.h"
 #include "testutil.h"
 #include <check.h>
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static char *tmp;
 
@@ -109,6 +114,258 @@ START_TEST(bad_inputs_files)
 }
 END_TEST
 
+/* A model folder of links to the demo's files where one file is a FIFO, a folder, a
+ * dangling link or a device: exit 1 naming the file and what it is, never a hang. */
+START_TEST(special_files)
+{
+    static const char *const files[] = {"config.json", "model.safetensors", "tokenizer.json",
+                                        "generation_config.json"};
+    static const char *const kinds[][2] = {{"fifo", "a FIFO, not a regular file"},
+                                           {"dir", "a directory, not a regular file"},
+                                           {"dangling", "a dangling symbolic link"},
+                                           {"zero", "a character device, not a regular file"}};
+    static const char *const all[] = {"config.json", "model.safetensors", "tokenizer.json",
+                                      "generation_config.json", "tokenizer_config.json"};
+    char demo[4096];
+    snprintf(demo, sizeof demo, "%s", tu_src("models/tiny-llama-py"));
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++)
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+            char *m = tu_mkdtemp(), path[4400], cmd[16384], want[4600];
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+                if (strcmp(all[i], files[f]) == 0) continue;
+                char src[4400];
+                snprintf(src, sizeof src, "%s/%s", demo, all[i]);
+                snprintf(path, sizeof path, "%s/%s", m, all[i]);
+                ck_assert_int_eq(symlink(src, path), 0);
+            }
+            snprintf(path, sizeof path, "%s/%s", m, files[f]);
+            if (k == 0) ck_assert_int_eq(mkfifo(path, 0600), 0);
+            if (k == 1) ck_assert_int_eq(mkdir(path, 0700), 0);
+            if (k == 2) ck_assert_int_eq(symlink("/nonexistent/x", path), 0);
+            if (k == 3) ck_assert_int_eq(symlink("/dev/zero", path), 0);
+            snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --prompt 'def' -n 2", rlx_run(), m);
+            snprintf(want, sizeof want, "%s: %s\n", path, kinds[k][1]);
+            tu_result r = tu_run(cmd, 30);
+            ck_assert_msg(r.status == 1, "%s as %s: exit %d: %s", files[f], kinds[k][0], r.status,
+                          r.err);
+            const char *line = strstr(r.err, path);
+            ck_assert_msg(line && strcmp(line, want) == 0, "%s as %s: stderr '%s', want '%s'",
+                          files[f], kinds[k][0], r.err, want);
+            tu_result_free(&r);
+            tu_rmrf(m);
+            free(m);
+        }
+    /* a flow file and a profile file that are FIFOs */
+    char *m = tu_mkdtemp(), fifo[4400], cmd[16384], want[4600];
+    snprintf(fifo, sizeof fifo, "%s/flow.json", m);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --ids 1,2 -n 2 --flow '%s'", rlx_run(), demo,
+             fifo);
+    snprintf(want, sizeof want, "%s: a FIFO, not a regular file\n", fifo);
+    expect_failure("flow FIFO", cmd, want);
+    snprintf(fifo, sizeof fifo, "%s/p.rlx.json", m);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --ids 1,2 -n 2 --profile '%s'", rlx_run(),
+             demo, fifo);
+    snprintf(want, sizeof want, "%s: a FIFO, not a regular file\n", fifo);
+    expect_failure("profile FIFO", cmd, want);
+    tu_rmrf(m);
+    free(m);
+}
+END_TEST
+
+/* Runs cmd, which must fail with status 1 and a stderr line containing want. */
+static void expect_fail1(const char *what, const char *cmd, const char *want)
+{
+    tu_result r = tu_run(cmd, 60);
+    ck_assert_msg(r.status == 1, "%s: exit %d: %s", what, r.status, r.err);
+    ck_assert_msg(strstr(r.err, want), "%s: stderr '%s' lacks '%s'", what, r.err, want);
+    tu_result_free(&r);
+}
+
+/* No temp file of the writer is left in dir. */
+static void assert_no_temp(const char *dir)
+{
+    DIR *dh = opendir(dir);
+    ck_assert_ptr_nonnull(dh);
+    struct dirent *e;
+    while ((e = readdir(dh)))
+        ck_assert_msg(!strstr(e->d_name, ".tmp-"), "temp file %s left in %s", e->d_name, dir);
+    closedir(dh);
+}
+
+/* An output file is replaced whole or not at all; results that cannot be written to
+ * stdout are exit 1. File size limit (ulimit -f, SIGXFSZ ignored) makes writes fail. */
+START_TEST(outputs_complete_or_untouched)
+{
+    char *o = tu_mkdtemp(), out[4400], cmd[16384], want[4600], demo[4096];
+    snprintf(demo, sizeof demo, "%s", tu_src("models/tiny-llama-py"));
+    snprintf(out, sizeof out, "%s/prev.safetensors", o);
+    static const char prev[] = "the previous file";
+    FILE *f = fopen(out, "wb");
+    ck_assert_ptr_nonnull(f);
+    fputs(prev, f);
+    fclose(f);
+    snprintf(want, sizeof want, "rlx-run: %s: write failed: File too large\n", out);
+    snprintf(cmd, sizeof cmd, "trap '' XFSZ; ulimit -f 1; '%s' generate --model '%s' --ids 1,2 -n 3 --logits-out '%s'",
+             rlx_run(), demo, out);
+    expect_fail1("--logits-out over the size limit", cmd, want);
+    snprintf(cmd, sizeof cmd, "trap '' XFSZ; ulimit -f 0; '%s' forward --model '%s' --inputs '%s' --out '%s'",
+             rlx_run(), tu_src("tests/bad-inputs/good-micro"),
+             tu_src("tests/bad-inputs/inputs/good.safetensors"), out);
+    expect_fail1("forward --out over the size limit", cmd, want);
+    size_t len = 0;
+    char *got = tu_read_file(out, &len);
+    ck_assert_ptr_nonnull(got);
+    ck_assert_uint_eq(len, strlen(prev));
+    ck_assert(memcmp(got, prev, len) == 0);
+    free(got);
+    assert_no_temp(o);
+    /* and with room, the file is replaced by a whole safetensors file */
+    snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --ids 1,2 -n 3 --logits-out '%s'", rlx_run(),
+             demo, out);
+    tu_result r = tu_run(cmd, 60);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    tu_result_free(&r);
+    rlx_weights *w = NULL;
+    ck_assert_int_eq(rlx_weights_open(out, &w, NULL), 0);
+    ck_assert_ptr_nonnull(rlx_weights_find(w, "decode_logits"));
+    rlx_weights_close(w);
+    assert_no_temp(o);
+
+    /* stdout on a full device */
+    static const char *const full[] = {
+        "generate --model '%s' --ids 1,2 -n 3",
+        "generate --model '%s' --ids 1,2 -n 3 --json",
+        "tokenize --model '%s' --text hello",
+    };
+    for (size_t i = 0; i < sizeof full / sizeof full[0]; i++) {
+        char args[4600];
+        snprintf(args, sizeof args, full[i], demo);
+        snprintf(cmd, sizeof cmd, "'%s' %s > /dev/full", rlx_run(), args);
+        expect_fail1(args, cmd, "rlx-run: standard output: write failed: No space left on device\n");
+    }
+    /* chat: the demo's files and a ChatML template */
+    static const char *const files[] = {"config.json", "generation_config.json", "model.safetensors",
+                                        "tokenizer.json"};
+    for (size_t i = 0; i < 4; i++) {
+        char src[4400], dst[4400];
+        snprintf(src, sizeof src, "%s/%s", demo, files[i]);
+        snprintf(dst, sizeof dst, "%s/%s", o, files[i]);
+        ck_assert_int_eq(symlink(src, dst), 0);
+    }
+    snprintf(out, sizeof out, "%s/tokenizer_config.json", o);
+    f = fopen(out, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"chat_template\":\"{% for message in messages %}{{'<|im_start|>' + message['role'] + "
+          "'\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if "
+          "add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}\"}",
+          f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "echo hello | '%s' chat --model '%s' --greedy -n 3 > /dev/full", rlx_run(), o);
+    expect_fail1("chat", cmd, "rlx-run: standard output: write failed: No space left on device\n");
+    tu_rmrf(o);
+    free(o);
+}
+END_TEST
+
+/* "ids":[...] of a --json result */
+static char *ids_of(const char *json)
+{
+    const char *p = strstr(json, "\"ids\":");
+    ck_assert_ptr_nonnull(p);
+    return strndup(p, strcspn(p, "]") + 1);
+}
+
+/* --temperature 0 is greedy; NaN weights stop generation naming the step. */
+START_TEST(sampling_edges)
+{
+    char demo[4096], cmd[16384];
+    snprintf(demo, sizeof demo, "%s", tu_src("models/tiny-llama-py"));
+    snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --ids 1,2,3 -n 12 --json --greedy", rlx_run(), demo);
+    tu_result g = tu_run(cmd, 60);
+    snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --ids 1,2,3 -n 12 --json --temperature 0 --seed 7",
+             rlx_run(), demo);
+    tu_result t0 = tu_run(cmd, 60);
+    ck_assert_int_eq(g.status, 0);
+    ck_assert_int_eq(t0.status, 0);
+    char *a = ids_of(g.out), *b = ids_of(t0.out);
+    ck_assert_str_eq(a, b);
+    free(a);
+    free(b);
+    tu_result_free(&g);
+    tu_result_free(&t0);
+
+    /* the micro model with a NaN final norm */
+    char *m = tu_mkdtemp(), src[4400], dst[4400];
+    snprintf(src, sizeof src, "%s/config.json", tu_src("tests/bad-inputs/good-micro"));
+    snprintf(dst, sizeof dst, "%s/config.json", m);
+    ck_assert_int_eq(symlink(src, dst), 0);
+    rlx_weights *w = NULL;
+    ck_assert_int_eq(rlx_weights_open(tu_src("tests/bad-inputs/good-micro"), &w, NULL), 0);
+    rlx_st_writer *sw = rlx_st_writer_new();
+    float *nan_buf = NULL;
+    for (size_t i = 0; i < rlx_weights_count(w); i++) {
+        const rlx_tensor_info *t = rlx_weights_at(w, i);
+        const void *data = t->data;
+        if (strcmp(t->name, "model.norm.weight") == 0) {
+            ck_assert_int_eq(t->dtype, RLX_F32);
+            nan_buf = malloc(t->nbytes);
+            for (size_t k = 0; k < t->nbytes / 4; k++) nan_buf[k] = NAN;
+            data = nan_buf;
+        }
+        ck_assert_int_eq(rlx_st_writer_add(sw, t->name, t->dtype, &t->shape, data, NULL), 0);
+    }
+    ck_assert_ptr_nonnull(nan_buf);
+    snprintf(dst, sizeof dst, "%s/model.safetensors", m);
+    ck_assert_int_eq(rlx_st_writer_save(sw, dst, NULL), 0);
+    rlx_st_writer_free(sw);
+    rlx_weights_close(w);
+    free(nan_buf);
+    snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --ids 1,2 -n 4", rlx_run(), m);
+    expect_fail1("NaN weights", cmd,
+                 "rlx-run: step 0 (prefill): logits contain NaN at token id 0; generation stopped\n");
+    tu_rmrf(m);
+    free(m);
+
+    /* memory: the KV cache for a million positions is refused before it is allocated */
+    snprintf(cmd, sizeof cmd, "RLX_MEM_LIMIT=64M '%s' generate --model '%s' --ids 1,2 -n 2 --ctx 1000000",
+             rlx_run(), demo);
+    tu_result r = tu_run(cmd, 60);
+    ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(strncmp(r.err, "rlx-run: KV cache / session state", 33) == 0 &&
+                      strstr(r.err, " GiB, 0.06 GiB available\n") && strstr(r.err, ": needs 3."),
+                  "%s", r.err);
+    tu_result_free(&r);
+}
+END_TEST
+
+/* A million-position KV cache (3.8 GiB) costs neither time nor resident memory until
+ * rows are written: it is not cleared eagerly. */
+START_TEST(kv_cache_lazy)
+{
+    FILE *mi = fopen("/proc/meminfo", "r");
+    char line[256];
+    long long avail_kb = 0;
+    while (mi && fgets(line, sizeof line, mi))
+        if (sscanf(line, "MemAvailable: %lld kB", &avail_kb) == 1) break;
+    if (mi) fclose(mi);
+    if (avail_kb < 5LL << 20) {
+        fprintf(stderr, "kv_cache_lazy: skipped: %lld kB available, the check needs 5 GiB\n", avail_kb);
+        return;
+    }
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --ids 1,2 -n 4 --ctx 1000000", rlx_run(),
+             tu_src("models/tiny-llama-py"));
+    tu_result r = tu_run(cmd, 120);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    tu_result_free(&r);
+    struct rusage ru;
+    ck_assert_int_eq(getrusage(RUSAGE_CHILDREN, &ru), 0);
+    ck_assert_msg(ru.ru_maxrss < 1024L * 1024L, "peak RSS %ld kB for a 3.8 GiB cache", ru.ru_maxrss);
+}
+END_TEST
+
 int main(void)
 {
     tmp = tu_mkdtemp();
@@ -118,6 +375,10 @@ int main(void)
     tcase_add_test(tc, control_good_model_runs);
     tcase_add_test(tc, bad_models);
     tcase_add_test(tc, bad_inputs_files);
+    tcase_add_test(tc, special_files);
+    tcase_add_test(tc, outputs_complete_or_untouched);
+    tcase_add_test(tc, sampling_edges);
+    tcase_add_test(tc, kv_cache_lazy);
     suite_add_tcase(s, tc);
     int failed = tu_run_suite(s) != 0;
     tu_rmrf(tmp);

@@ -396,6 +396,25 @@ START_TEST(generation_config)
     ck_assert_int_ne(rlx_generation_config_load(dir, rlx_config_model(c), &g, &d), 0);
     ck_assert_msg(strstr(d.msg, "generation_config.json: temperature: expected a number, got a string"),
                   "%s", d.msg);
+    /* values no sampler can use, each refused naming its key */
+    static const char *const invalid[][2] = {
+        {"{\"temperature\": -1}", "temperature: must be >= 0, got -1"},
+        {"{\"top_p\": 2}", "top_p: must be in (0, 1], got 2"},
+        {"{\"top_p\": 0}", "top_p: must be in (0, 1], got 0"},
+        {"{\"top_k\": -3}", "top_k: must be >= 0, got -3"},
+        {"{\"repetition_penalty\": -1}", "repetition_penalty: must be > 0, got -1"},
+        {"{\"repetition_penalty\": 0}", "repetition_penalty: must be > 0, got 0"},
+    };
+    for (size_t i = 0; i < sizeof invalid / sizeof invalid[0]; i++) {
+        f = fopen(path, "w");
+        fputs(invalid[i][0], f);
+        fclose(f);
+        rlx_diag_init(&d);
+        ck_assert_int_eq(rlx_generation_config_load(dir, rlx_config_model(c), &g, &d), RLX_ERR_INVALID);
+        char want[4400];
+        snprintf(want, sizeof want, "%s: %s", path, invalid[i][1]);
+        ck_assert_str_eq(d.msg, want);
+    }
     tu_rmrf(dir);
     free(dir);
     rlx_config_free(c);

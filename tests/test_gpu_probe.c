@@ -6,8 +6,21 @@
 
 #include <check.h>
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* 1 if a mapping of this process names a file containing `lib` */
+static int mapped(const char *lib)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[4096];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) found = strstr(line, lib) != NULL;
+    fclose(f);
+    return found;
+}
 
 static const rlx_backend *load_backend(const char *rel, const char *name)
 {
@@ -90,6 +103,36 @@ START_TEST(cuda_probe_without_device)
 END_TEST
 #endif
 
+#ifdef RLX_TEST_CUDA
+/* Opening the registry over every built plugin and probing every backend maps neither
+ * cuBLAS nor cuBLASLt: they load at the CUDA backend's init only. */
+START_TEST(cuda_probe_leaves_cublas_unloaded)
+{
+    const char *path = getenv("RLX_PLUGIN_PATH");
+    ck_assert_ptr_nonnull(path);
+    rlx_registry *r = NULL;
+    rlx_diag d;
+    rlx_diag_init(&d);
+    ck_assert_int_eq(rlx_registry_open(path, &r, &d), RLX_OK);
+    int n_backends = 0, saw_cuda = 0;
+    for (size_t i = 0; i < rlx_registry_count(r); i++) {
+        const rlx_plugin_info *p = rlx_registry_plugin(r, i);
+        for (uint32_t k = 0; p->loaded && k < p->desc->n_backends; k++) {
+            const rlx_backend *b = p->desc->backends[k];
+            ck_assert_ptr_nonnull(rlx_registry_probe(r, b));
+            saw_cuda |= strcmp(b->name, "cuda") == 0;
+            n_backends++;
+        }
+    }
+    ck_assert_int_ge(n_backends, 2);
+    ck_assert(saw_cuda);
+    ck_assert_msg(mapped("rlx-backend-cuda.so"), "the CUDA plugin is not loaded");
+    ck_assert_msg(!mapped("libcublas"), "cuBLAS was mapped by plugin load or probe");
+    rlx_registry_close(r);
+}
+END_TEST
+#endif
+
 #ifdef RLX_TEST_ROCM
 START_TEST(rocm_probe_without_device)
 {
@@ -111,6 +154,7 @@ int main(void)
     TCase *tc = tcase_create("probe");
 #ifdef RLX_TEST_CUDA
     tcase_add_test(tc, cuda_probe_without_device);
+    tcase_add_test(tc, cuda_probe_leaves_cublas_unloaded);
 #endif
 #ifdef RLX_TEST_ROCM
     tcase_add_test(tc, rocm_probe_without_device);

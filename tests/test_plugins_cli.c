@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* good test plugins + a text file named junk.so + an ELF .so without the entry symbol */
 static char *mixed_dir(void)
@@ -302,6 +303,69 @@ START_TEST(exit_codes)
 }
 END_TEST
 
+/* --isolate: a plugin that exits or whose constructor runs code is refused, the tool
+ * still lists everything; stdout that cannot be written is exit 1. */
+START_TEST(isolate_flag)
+{
+    static const char *const names[] = {"tp-block", "tp-exit", "tp-ctor", NULL};
+    char *dir = tp_dir(names);
+    char cmd[16384];
+    /* $$ is the shell that execs the tool (libtool's wrapper execs too): the host's pid */
+    snprintf(cmd, sizeof cmd,
+             "export TP_MARKER='%s/marker' TP_HOST_PID=$$ RLX_PLUGIN_PATH='%s'; exec '%s' list --isolate",
+             dir, dir, tu_tool("tools/rlx-plugins"));
+    tu_result r = tu_run(cmd, 120);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "    refused: isolation: the process exited with status 0 "
+                                        "in rlx_plugin_init\n"));
+    ck_assert_ptr_nonnull(strstr(r.out, "    refused: rlx_plugin_init returned NULL\n"));
+    ck_assert_ptr_nonnull(strstr(r.out, "), 2 refused\n"));
+    char marker[4200];
+    snprintf(marker, sizeof marker, "%s/marker", dir);
+    ck_assert_msg(access(marker, F_OK) != 0, "tp-ctor's constructor ran in rlx-plugins");
+    tu_result_free(&r);
+    /* the same without isolation: the constructor does run in the tool */
+    snprintf(cmd, sizeof cmd,
+             "rm -f '%s/tp-exit.so'; export TP_MARKER='%s/marker' TP_HOST_PID=$$ "
+             "RLX_PLUGIN_PATH='%s'; exec '%s' list",
+             dir, dir, dir, tu_tool("tools/rlx-plugins"));
+    r = tu_run(cmd, 120);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_int_eq(access(marker, F_OK), 0);
+    tu_result_free(&r);
+    /* results written to a full device */
+    r = tool(dir, "list > /dev/full");
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "rlx-plugins: writing standard output failed\n"));
+    tu_result_free(&r);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+/* A folder of 50 foreign .so files: three refusal warnings and one summary line, not 50. */
+START_TEST(many_refusals_one_summary)
+{
+    static const char *const names[] = {"tp-block", NULL};
+    char *dir = tp_dir(names);
+    for (int i = 0; i < 50; i++) {
+        char f[32];
+        snprintf(f, sizeof f, "junk%02d.so", i);
+        tp_write(dir, f, "text\n", 5);
+    }
+    tu_result r = tool(dir, "list");
+    ck_assert_int_eq(r.status, 0);
+    size_t warn = 0;
+    for (const char *p = r.err; (p = strstr(p, "registry: refused: not an ELF file")); p++) warn++;
+    ck_assert_uint_eq(warn, 3);
+    ck_assert_ptr_nonnull(strstr(r.err, "registry: 47 more plugin files refused (rlx-plugins list says why)\n"));
+    ck_assert_ptr_nonnull(strstr(r.out, "), 50 refused\n"));
+    tu_result_free(&r);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 /* The build tree's real plugins (whichever exist yet) all load, next to the test ones. */
 START_TEST(real_plugins_load)
 {
@@ -374,6 +438,8 @@ int main(void)
     tcase_add_test(tc, info_by_any_name);
     tcase_add_test(tc, exit_codes);
     tcase_add_test(tc, real_plugins_load);
+    tcase_add_test(tc, isolate_flag);
+    tcase_add_test(tc, many_refusals_one_summary);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <stddef.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <limits.h>
 
 static const char *const good[] = {"tp-block", "tp-backend", "tp-arch", NULL};
 
@@ -256,37 +258,156 @@ START_TEST(all_bad_together)
 }
 END_TEST
 
+/* The registry's reason for file (by name) in a fresh registry over dir. */
+static void expect_reason(const char *dir, const char *file, const char *want)
+{
+    rlx_registry *r = open_dir(dir);
+    const rlx_plugin_info *p = by_file(r, file);
+    if (want) {
+        ck_assert_int_eq(p->loaded, 0);
+        ck_assert_str_eq(p->reason, want);
+    } else {
+        ck_assert_msg(p->loaded, "%s refused: %s", file, p->reason);
+    }
+    rlx_registry_close(r);
+}
+
 START_TEST(unsafe_locations)
 {
     char *dir = tp_dir(good);
-    char want[1024];
+    char real[4096], want[9000], f[4200];
+    ck_assert_ptr_nonnull(realpath(dir, real));
     /* world-writable folder without the sticky bit: everything in it is refused */
     ck_assert_int_eq(chmod(dir, 0777), 0);
     rlx_registry *r = open_dir(dir);
     ck_assert_uint_eq(rlx_registry_count(r), 3);
     snprintf(want, sizeof want,
-             "unsafe location: folder %s is world-writable without the sticky bit", dir);
+             "unsafe location: folder %s is world-writable without the sticky bit (mode 0777)",
+             real);
     for (size_t i = 0; i < 3; i++) {
         ck_assert_int_eq(rlx_registry_plugin(r, i)->loaded, 0);
         ck_assert_str_eq(rlx_registry_plugin(r, i)->reason, want);
     }
     rlx_registry_close(r);
+    /* RLX_PLUGIN_ALLOW_UNSAFE=1 overrides */
+    ck_assert_int_eq(setenv("RLX_PLUGIN_ALLOW_UNSAFE", "1", 1), 0);
+    expect_reason(dir, "tp-arch.so", NULL);
+    ck_assert_int_eq(unsetenv("RLX_PLUGIN_ALLOW_UNSAFE"), 0);
     /* with the sticky bit (as /tmp) it is fine */
     ck_assert_int_eq(chmod(dir, 01777), 0);
     r = open_dir(dir);
     assert_good_loaded(r);
     rlx_registry_close(r);
-    /* a world-writable file */
+    /* a group-writable folder */
+    ck_assert_int_eq(chmod(dir, 0770), 0);
+    snprintf(want, sizeof want,
+             "unsafe location: folder %s is group-writable without the sticky bit (mode 0770)",
+             real);
+    expect_reason(dir, "tp-block.so", want);
+    /* a world-writable file, a group-writable file */
     ck_assert_int_eq(chmod(dir, 0700), 0);
-    char f[4200];
     snprintf(f, sizeof f, "%s/tp-arch.so", dir);
     ck_assert_int_eq(chmod(f, 0646), 0);
-    r = open_dir(dir);
-    const rlx_plugin_info *p = by_file(r, "tp-arch.so");
-    ck_assert_int_eq(p->loaded, 0);
-    ck_assert_str_eq(p->reason, "unsafe location: the file is world-writable");
-    ck_assert_int_eq(by_file(r, "tp-block.so")->loaded, 1);
+    snprintf(want, sizeof want, "unsafe location: file %s/tp-arch.so is world-writable (mode 0646)",
+             real);
+    expect_reason(dir, "tp-arch.so", want);
+    ck_assert_int_eq(chmod(f, 0664), 0);
+    snprintf(want, sizeof want, "unsafe location: file %s/tp-arch.so is group-writable (mode 0664)",
+             real);
+    expect_reason(dir, "tp-arch.so", want);
+    expect_reason(dir, "tp-block.so", NULL);
+    ck_assert_int_eq(chmod(f, 0644), 0);
+    /* a symlink in the safe folder to a plugin in a world-writable one: the target counts */
+    char *open_dir_ = tp_dir(good), oreal[4096];
+    ck_assert_ptr_nonnull(realpath(open_dir_, oreal));
+    ck_assert_int_eq(chmod(open_dir_, 0777), 0);
+    char link[4200], target[4200];
+    snprintf(link, sizeof link, "%s/tp-linked.so", dir);
+    snprintf(target, sizeof target, "%s/tp-block.so", open_dir_);
+    ck_assert_int_eq(symlink(target, link), 0);
+    snprintf(want, sizeof want,
+             "unsafe location: folder %s is world-writable without the sticky bit (mode 0777)",
+             oreal);
+    expect_reason(dir, "tp-linked.so", want);
+    unlink(link);
+    /* owned by another user that is not root */
+    if (geteuid() == 0) {
+        ck_assert_int_eq(chown(f, 12345, 12345), 0);
+        snprintf(want, sizeof want,
+                 "unsafe location: file %s/tp-arch.so is owned by uid 12345, not root or uid 0",
+                 real);
+        expect_reason(dir, "tp-arch.so", want);
+        ck_assert_int_eq(chown(f, 0, 0), 0);
+        ck_assert_int_eq(chown(dir, 12345, 12345), 0);
+        snprintf(want, sizeof want,
+                 "unsafe location: folder %s is owned by uid 12345, not root or uid 0", real);
+        expect_reason(dir, "tp-arch.so", want);
+        ck_assert_int_eq(chown(dir, 0, 0), 0);
+    } else {
+        fprintf(stderr, "unsafe_locations: owner case skipped: needs root to chown\n");
+    }
+    tu_rmrf(open_dir_);
+    free(open_dir_);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+/* Hostile plugins next to the good ones, checked in a child first: each is refused with
+ * its reason, the good ones load, and the host survives. */
+static const char *const hostile[][2] = {
+    {"tp-abort", "isolation: killed by signal 6 (Aborted) in rlx_plugin_init"},
+    {"tp-ctor", "rlx_plugin_init returned NULL"},
+    {"tp-exit", "isolation: the process exited with status 0 in rlx_plugin_init"},
+    {"tp-loop", "isolation: no answer within 5000 ms (hung in rlx_plugin_init)"},
+    {"tp-lying", "descriptor 'tp-lying' claims 2 blocks but its blocks array is not readable"},
+};
+
+static int marker_exists(const char *m)
+{
+    struct stat st;
+    return stat(m, &st) == 0;
+}
+
+START_TEST(isolation)
+{
+    char *dir = tp_dir(good);
+    for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++)
+        tp_copy(hostile[i][0], dir, NULL);
+    char marker[4200], pid[32];
+    snprintf(marker, sizeof marker, "%s/marker", dir);
+    snprintf(pid, sizeof pid, "%ld", (long)getpid());
+    ck_assert_int_eq(setenv("TP_MARKER", marker, 1), 0);
+    ck_assert_int_eq(setenv("TP_HOST_PID", pid, 1), 0);
+    ck_assert_int_eq(setenv("RLX_PLUGIN_ISOLATE", "1", 1), 0);
+    ck_assert_int_eq(setenv("RLX_PLUGIN_TIMEOUT_MS", "5000", 1) /* ASan builds exit slowly */, 0);
+    rlx_registry *r = open_dir(dir);
+    ck_assert_uint_eq(rlx_registry_count(r), 8);
+    assert_good_loaded(r);
+    for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
+        char f[64];
+        snprintf(f, sizeof f, "%s.so", hostile[i][0]);
+        const rlx_plugin_info *p = by_file(r, f);
+        ck_assert_int_eq(p->loaded, 0);
+        ck_assert_str_eq(p->reason, hostile[i][1]);
+    }
     rlx_registry_close(r);
+    /* the refused plugin's constructor never ran in this process */
+    ck_assert_msg(!marker_exists(marker), "tp-ctor's constructor ran in the host");
+    ck_assert_int_eq(unsetenv("RLX_PLUGIN_ISOLATE"), 0);
+    ck_assert_int_eq(unsetenv("RLX_PLUGIN_TIMEOUT_MS"), 0);
+
+    /* without isolation: the lying count is still refused (not a crash), and the
+     * constructor does run here (which is what isolation prevents) */
+    char *plain = tp_dir(good);
+    tp_copy("tp-lying", plain, NULL);
+    tp_copy("tp-ctor", plain, NULL);
+    expect_reason(plain, "tp-lying.so", hostile[4][1]);
+    ck_assert(marker_exists(marker));
+    unsetenv("TP_MARKER");
+    unsetenv("TP_HOST_PID");
+    tu_rmrf(plain);
+    free(plain);
     tu_rmrf(dir);
     free(dir);
 }
@@ -398,6 +519,7 @@ int main(void)
     tcase_add_loop_test(tc, each_refusal, 0, (int)(sizeof refusals / sizeof refusals[0]));
     tcase_add_test(tc, all_bad_together);
     tcase_add_test(tc, unsafe_locations);
+    tcase_add_test(tc, isolation);
     tcase_add_test(tc, env_search_path);
     tcase_add_test(tc, host_table);
     suite_add_tcase(s, tc);

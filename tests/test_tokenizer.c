@@ -289,6 +289,32 @@ START_TEST(split_behaviours_and_metaspace)
 }
 END_TEST
 
+/* \s in a split pattern means Unicode White_Space, as in Hugging Face's regex engine:
+ * U+180E MONGOLIAN VOWEL SEPARATOR (White_Space until Unicode 6.3, still \s in PCRE2)
+ * stays inside the word, so the merge "a U+180E" applies. Inside and outside a class,
+ * and \S alike. */
+START_TEST(split_white_space_excludes_u180e)
+{
+    static const char *const patterns[] = {"\\\\s+|[^\\\\s]+", "\\\\S+|\\\\s+"};
+    for (int i = 0; i < 2; i++) {
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"%s\"},"
+                 "\"behavior\":\"Isolated\",\"invert\":false},"
+                 "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"\\u180e\":2,\" \":3,"
+                 "\"a\\u180e\":4,\"\\u2003\":5},\"merges\":[\"a \\u180e\"]}}",
+                 patterns[i]);
+        rlx_tokenizer *t;
+        rlx_diag d;
+        ck_assert_msg(load_text(json, &t, &d) == 0, "%s", d.msg);
+        expect_encode(t, "a\xe1\xa0\x8e" "b", (int32_t[]){4, 1}, 2); /* one word: a+U+180E merged */
+        expect_encode(t, "a b", (int32_t[]){0, 3, 1}, 3);               /* a space still splits */
+        expect_encode(t, "a\xe2\x80\x83" "b", (int32_t[]){0, 5, 1}, 3); /* U+2003 EM SPACE too */
+        rlx_tokenizer_free(t);
+    }
+}
+END_TEST
+
 START_TEST(added_tokens_normalized_and_rstrip)
 {
     rlx_tokenizer *t;
@@ -371,6 +397,7 @@ static Suite *suite(void)
     tcase_add_test(tc, error_unknown_pretokenizer);
     tcase_add_test(tc, normalizers_nfc_nfd);
     tcase_add_test(tc, split_behaviours_and_metaspace);
+    tcase_add_test(tc, split_white_space_excludes_u180e);
     tcase_add_test(tc, added_tokens_normalized_and_rstrip);
     tcase_add_test(tc, fuzz_regressions);
     tcase_add_test(tc, fuzz_regression_unknown_word);

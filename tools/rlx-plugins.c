@@ -1,8 +1,9 @@
 /* rlx-plugins: what is installed, what loaded, what was refused and why.
- *   rlx-plugins list [--json]
- *   rlx-plugins info NAME [--json]
+ *   rlx-plugins list [--json] [--isolate]
+ *   rlx-plugins info NAME [--json] [--isolate]
  * Exit: 0 ok, 1 unknown NAME (or no registry), 2 bad usage. The JSON form is the
  * contract of CLI.md; the tables are for people. */
+#define _GNU_SOURCE
 #include "rlx/rlx.h"
 #include <jansson.h>
 #include <stdio.h>
@@ -11,9 +12,10 @@
 
 static void usage(FILE *f)
 {
-    fputs("usage: rlx-plugins list [--json]\n"
-          "       rlx-plugins info NAME [--json]\n"
+    fputs("usage: rlx-plugins list [--json] [--isolate]\n"
+          "       rlx-plugins info NAME [--json] [--isolate]\n"
           "NAME: a plugin, or a block, backend or arch it provides.\n"
+          "--isolate: check each plugin in a child process first (as RLX_PLUGIN_ISOLATE=1).\n"
           "Search path: $RLX_PLUGIN_PATH (colon-separated), then the installed folder.\n",
           f);
 }
@@ -88,6 +90,16 @@ static int print_json(json_t *o)
     puts(s);
     free(s);
     return 0;
+}
+
+/* Output that carries results: a failed write (a full disk, a closed pipe) is exit 1. */
+static int flush_out(int rc)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "rlx-plugins: writing standard output failed\n");
+        return 1;
+    }
+    return rc;
 }
 
 static int list_json(const rlx_registry *r)
@@ -276,6 +288,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--json") == 0) json = 1;
+        else if (strcmp(a, "--isolate") == 0) setenv("RLX_PLUGIN_ISOLATE", "1", 1);
         else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
@@ -328,5 +341,5 @@ int main(int argc, char **argv)
         }
     }
     rlx_registry_close(r);
-    return rc;
+    return flush_out(rc);
 }

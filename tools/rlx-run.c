@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "run_cmds.h"
+#include "run_common.h"
 
 static const char usage[] =
     "usage: rlx-run [generate|forward|tokenize|detokenize|chat|diffuse] [options] (rlx-run SUBCOMMAND --help)";
@@ -19,7 +20,7 @@ static const char help[] =
     "With no subcommand (or options first), generate runs; with no arguments at all it\n"
     "generates text from the bundled demo model.\n\n";
 
-int main(int argc, char **argv)
+static int run_cmd(int argc, char **argv)
 {
     if (argc < 2) return rlx_cmd_generate(0, argv + 1);
     const char *cmd = argv[1];
@@ -37,4 +38,12 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "diffuse") == 0) return rlx_cmd_diffuse(argc - 2, argv + 2);
     fprintf(stderr, "rlx-run: unknown subcommand '%s'\n%s\n", cmd, usage);
     return 2;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = run_cmd(argc, argv);
+    /* every subcommand's results go to stdout: a write that failed is exit 1 */
+    if (rc == 0 && run_stdout_check()) rc = 1;
+    return rc;
 }

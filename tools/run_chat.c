@@ -32,6 +32,7 @@ static int parse(int argc, char **argv, chat_args *a)
     a->n = 256;
     a->top_p = 1.0;
     a->rep = 1.0;
+    a->temperature = -1; /* not given */
     for (int i = 0; i < argc; i++) {
         const char *v, *arg = argv[i];
         int r;
@@ -77,6 +78,7 @@ typedef struct chat {
     int n_stop;
     float *logits;
     int64_t vocab, ctx;
+    size_t reused, prefilled; /* prompt tokens taken from the cache / run, all turns */
 } chat;
 
 static void chat_free(chat *c)
@@ -151,18 +153,20 @@ static int feed_prompt(chat *c, const int32_t *ids, size_t n, rlx_diag *d)
 {
     size_t common = 0;
     while (common < n && common < c->n_cached && ids[common] == c->cached[common]) common++;
-    if (common < c->n_cached || common == n) { /* history rewritten (or nothing new): start over */
-        rlx_session_reset(c->sess);
-        c->n_cached = 0;
-        common = 0;
-    }
+    if (common == n && n > 0) common--; /* nothing new: rerun the last token for its logits */
     if ((int64_t)n >= c->ctx)
         return run_error("the conversation (%zu tokens) no longer fits the context of %lld tokens (--ctx)", n,
                          (long long)c->ctx);
+    /* keep the longest common prefix of the cache and the new rendering, whatever the
+     * template re-renders differently (an end-of-turn token, a reworded last reply) */
+    if (rlx_session_rewind(c->sess, (int64_t)common, d) != 0) return run_fail(d);
+    c->n_cached = common;
+    c->reused += common;
     if (rlx_session_prefill(c->sess, ids + common, (int64_t)(n - common), NULL, c->logits, d) != 0)
         return run_fail(d);
     for (size_t i = common; i < n; i++)
         if (push_cached(c, ids[i])) return run_error("out of memory");
+    c->prefilled += n - common;
     return 0;
 }
 
@@ -175,6 +179,10 @@ static int reply(chat *c, long long max_new, rlx_diag *d)
     int rc = 0;
     char *text = NULL;
     for (long long k = 0; k < max_new; k++) {
+        if (run_check_logits(c->logits, c->vocab, k)) {
+            rc = 1;
+            break;
+        }
         int32_t id = rlx_sampler_next(c->sampler, c->logits, c->cached, c->n_cached);
         if (id < 0 || id >= c->vocab) {
             rc = run_error("sampler returned token id %d", (int)id);
@@ -198,8 +206,12 @@ static int reply(chat *c, long long max_new, rlx_diag *d)
         size_t upto = stable_len(text, strlen(text));
         if (upto > printed) {
             fwrite(text + printed, 1, upto - printed, stdout);
-            fflush(stdout);
+            run_flush_stdout();
             printed = upto;
+        }
+        if (ferror(stdout)) {
+            rc = run_stdout_check();
+            break;
         }
         if (k + 1 == max_new) break;
         if (c->n_cached + 2 > (size_t)c->ctx) {
@@ -226,8 +238,8 @@ static int reply(chat *c, long long max_new, rlx_diag *d)
         size_t len = strlen(text);
         if (len > printed) fwrite(text + printed, 1, len - printed, stdout);
         fputc('\n', stdout);
-        fflush(stdout);
-        if (add_msg(c, "assistant", text, len)) rc = run_error("out of memory");
+        if (run_stdout_check()) rc = 1;
+        else if (add_msg(c, "assistant", text, len)) rc = run_error("out of memory");
     }
     free(text);
     free(gen);
@@ -254,10 +266,14 @@ static int run(const chat_args *a, chat *c, rlx_diag *d)
     rlx_sampler_params sp = {.top_p = 1.0, .repetition_penalty = a->rep, .seed = (uint64_t)a->seed};
     if (a->greedy) {
         sp.greedy = 1;
+    } else if (a->sampling && a->temperature == 0) {
+        sp.greedy = 1; /* T -> 0 is the argmax */
     } else if (a->sampling) {
         sp.temperature = a->temperature > 0 ? a->temperature : 1.0;
         sp.top_k = a->top_k;
         sp.top_p = a->top_p;
+    } else if (gc.do_sample && gc.temperature == 0) {
+        sp.greedy = 1;
     } else if (gc.do_sample) {
         sp.temperature = gc.temperature > 0 ? gc.temperature : 1.0;
         sp.top_k = gc.top_k;
@@ -277,10 +293,12 @@ static int run(const chat_args *a, chat *c, rlx_diag *d)
     char *line = NULL;
     size_t cap = 0;
     ssize_t got;
+    size_t lineno = 0;
     int rc = 0;
     for (;;) {
         if (tty) fputs("> ", stderr);
         if ((got = getline(&line, &cap, stdin)) < 0) break;
+        lineno++;
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) got--;
         if (got == 0) continue;
         if (add_msg(c, "user", line, (size_t)got)) {
@@ -292,9 +310,12 @@ static int run(const chat_args *a, chat *c, rlx_diag *d)
         size_t n = 0;
         if (rlx_chat_template_render(c->tpl, c->msgs, c->n_msgs, 1, &prompt, d) != 0 ||
             rlx_tokenizer_encode(c->tok, prompt, strlen(prompt), 0, &ids, &n, d) != 0) {
+            /* one bad line (invalid UTF-8, say) is reported and dropped; the chat goes on */
             free(prompt);
-            rc = run_fail(d);
-            break;
+            run_error("chat: line %zu skipped: %s", lineno, d->msg);
+            rlx_diag_init(d);
+            free((char *)c->msgs[--c->n_msgs].content);
+            continue;
         }
         free(prompt);
         rc = feed_prompt(c, ids, n, d);
@@ -302,6 +323,10 @@ static int run(const chat_args *a, chat *c, rlx_diag *d)
         if (rc || (rc = reply(c, a->n, d))) break;
     }
     free(line);
+    const char *lv = getenv("RLX_LOG");
+    if (lv && (!strcmp(lv, "info") || !strcmp(lv, "debug")))
+        fprintf(stderr, "rlx-run: chat: prompt tokens reused from the cache %zu, prefilled %zu\n",
+                c->reused, c->prefilled);
     return rc;
 }
 

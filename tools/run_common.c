@@ -120,10 +120,38 @@ int run_error(const char *fmt, ...)
     return 1;
 }
 
+static int stdout_err; /* errno of the first failed flush of stdout */
+
+void run_flush_stdout(void)
+{
+    errno = 0;
+    if (fflush(stdout) != 0 && !stdout_err) stdout_err = errno ? errno : EIO;
+}
+
+int run_stdout_check(void)
+{
+    run_flush_stdout();
+    if (!ferror(stdout) && !stdout_err) return 0;
+    int err = stdout_err ? stdout_err : EIO;
+    clearerr(stdout); /* report once */
+    stdout_err = 0;
+    return run_error("standard output: write failed: %s", strerror(err));
+}
+
+int run_check_logits(const float *logits, int64_t vocab, int64_t step)
+{
+    for (int64_t i = 0; i < vocab; i++)
+        if (!isfinite(logits[i]))
+            return run_error("step %lld (%s): logits contain %s at token id %lld; generation stopped",
+                             (long long)step, step == 0 ? "prefill" : "decode",
+                             isnan(logits[i]) ? "NaN" : "Inf", (long long)i);
+    return 0;
+}
+
 int run_file_exists(const char *path)
 {
     struct stat st;
-    return stat(path, &st) == 0;
+    return lstat(path, &st) == 0; /* a dangling link or a FIFO "exists": its loader says why it is unusable */
 }
 
 const char *run_demo_model_dir(void)

@@ -27,6 +27,16 @@ int run_fail(const rlx_diag *d);
 /* "rlx-run: <message>" on stderr; returns 1 */
 int run_error(const char *fmt, ...) RLX_PRINTF(1, 2);
 
+/* Flushes stdout; 0 when every write so far succeeded, else "rlx-run: standard output:
+ * write failed: ..." on stderr and 1 (results that never arrived are an error). */
+int run_stdout_check(void);
+/* fflush(stdout), keeping the errno of the first failure for run_stdout_check. */
+void run_flush_stdout(void);
+
+/* A logits row with NaN or Inf (broken weights, overflow): "step S (prefill|decode):
+ * logits contain NaN at token id K; generation stopped" and 1; else 0. */
+int run_check_logits(const float *logits, int64_t vocab, int64_t step);
+
 /* The bundled demo model: $RLX_MODEL_DIR, else the installed copy, else the source tree's */
 const char *run_demo_model_dir(void);
 /* Common model options (--backend, --profile, --threads, --policy, --flow). */

@@ -23,7 +23,7 @@ static const char help[] =
     "  --ids 1,2,3            prompt token ids instead of text\n"
     "  -n, --max-new-tokens N tokens to generate (default 32); stops earlier at EOS\n"
     "  --greedy               always take the most likely token\n"
-    "  --temperature T        sample with temperature T (> 0)\n"
+    "  --temperature T        sample with temperature T (0: greedy)\n"
     "  --top-k K              sample among the K most likely tokens (0: off)\n"
     "  --top-p P              nucleus sampling mass (1: off)\n"
     "  --repetition-penalty R penalise tokens already seen (1: off)\n"
@@ -63,6 +63,7 @@ static int parse(int argc, char **argv, gen_args *a)
     a->n = -1;
     a->top_p = 1.0;
     a->rep_penalty = 1.0;
+    a->temperature = -1; /* not given */
     for (int i = 0; i < argc; i++) {
         const char *v, *arg = argv[i];
         int r;
@@ -140,7 +141,7 @@ static int stream_text(streamer *st, const int32_t *ids, size_t n, int final, rl
     size_t upto = final ? len : stable_prefix(text, len);
     if (upto > st->printed) {
         fwrite(text + st->printed, 1, upto - st->printed, stdout);
-        fflush(stdout);
+        run_flush_stdout();
         st->printed = upto;
     }
     free(text);
@@ -206,10 +207,14 @@ static void sampler_params(const gen_args *a, const rlx_generation_config *gc,
     p->seed = (uint64_t)a->seed;
     if (a->greedy) {
         p->greedy = 1;
+    } else if (a->sampling && a->temperature == 0) {
+        p->greedy = 1; /* T -> 0 is the argmax, as every peer treats it */
     } else if (a->sampling) {
         p->temperature = a->temperature > 0 ? a->temperature : 1.0;
         p->top_k = a->top_k;
         p->top_p = a->top_p;
+    } else if (gc->do_sample && gc->temperature == 0) {
+        p->greedy = 1;
     } else if (gc->do_sample) {
         p->temperature = gc->temperature > 0 ? gc->temperature : 1.0;
         p->top_k = gc->top_k;
@@ -290,7 +295,7 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
     streamer st = {a->json ? NULL : g->tok, 0};
     if (!a->json && g->tok && a->prompt) {
         fputs(a->prompt, stdout);
-        fflush(stdout);
+        run_flush_stdout();
     }
     double t0 = run_now_ms();
     if (rlx_session_prefill(g->sess, g->prompt, t, g->all_logits, g->logits, d) != 0)
@@ -304,11 +309,13 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
             if (g->dec_logits) memcpy(g->dec_logits + (size_t)steps * (size_t)vocab, g->logits, vb);
             steps++;
         }
+        if (run_check_logits(g->logits, vocab, generated)) return 1;
         int32_t id = rlx_sampler_next(g->sampler, g->logits, g->hist, g->n_hist);
         if (id < 0 || id >= vocab) return run_error("sampler returned token id %d", (int)id);
         g->hist[g->n_hist++] = id;
         generated++;
         if (stream_text(&st, g->hist + t, (size_t)generated, 0, d) != 0) return run_fail(d);
+        if (ferror(stdout)) return run_stdout_check(); /* no reader for the rest */
         if (is_eos(&gc, id)) break;
     }
     double t2 = run_now_ms();
@@ -342,7 +349,7 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
         puts(s);
         free(s);
     }
-    fflush(stdout);
+    if (run_stdout_check()) return 1;
     fprintf(stderr,
             "rlx-run: prefill %lld tokens in %.1f ms (%.1f tok/s), decode %lld tokens in %.1f ms "
             "(%.1f tok/s), backend %s, %d threads\n",

@@ -84,7 +84,7 @@ int rlx_cmd_tokenize(int argc, char **argv)
     fputs(a.json ? "]}\n" : "\n", stdout);
     free(ids);
     rlx_tokenizer_free(t);
-    return fflush(stdout) == 0 ? 0 : run_error("writing stdout failed");
+    return run_stdout_check();
 }
 
 int rlx_cmd_detokenize(int argc, char **argv)
@@ -121,5 +121,5 @@ int rlx_cmd_detokenize(int argc, char **argv)
     fputs(text, stdout);
     fputc('\n', stdout);
     free(text);
-    return fflush(stdout) == 0 ? 0 : run_error("writing stdout failed");
+    return run_stdout_check();
 }

@@ -20,6 +20,12 @@ rlx_model_config *rlx__config_model_mut(rlx_config *c);
 const char *rlx__config_origin(const rlx_config *c);
 void rlx__host_fill_emit(rlx_host_api *h);   /* graph.am: emit_*, slots, params, flow_* */
 
+/* mem.c: MemAvailable, the cgroup v2 limit and RLX_MEM_LIMIT (bytes, K/M/G/T), the
+ * least of them; UINT64_MAX when none is known. */
+uint64_t rlx__mem_available(void);
+/* "<what>: needs X GiB, Y GiB available" (RLX_ERR_NOMEM) when bytes do not fit. */
+int rlx__mem_check(const char *what, uint64_t bytes, rlx_diag *d);
+
 /* topology.c */
 int rlx__topology_query(rlx_topology *out, int threads, const char *placement);
 int rlx__bind_thread(int pu_os_index);
@@ -35,6 +41,10 @@ int rlx__running_uninstalled(void);
 
 /* ---- io area (weights, config, profiles): framework/io.am ---- */
 struct json_t; /* jansson, kept out of every other area's includes */
+struct stat;
+/* Opens a file for reading without blocking on a FIFO or device; refuses anything but
+ * a regular file after links ("x: a FIFO, not a regular file"). fd is blocking then. */
+int rlx__open_regular(const char *path, int *fd, struct stat *st, rlx_diag *d);
 /* Reads a whole file of at most max_bytes (NUL-terminated copy). */
 int rlx__read_small_file(const char *path, size_t max_bytes, char **out, size_t *len, rlx_diag *d);
 /* jansson with duplicate keys rejected; error names origin, line and column. */

@@ -1,43 +1,87 @@
-/* Reading small JSON files (configs, profiles, shard indexes) with a size bound:
- * every one of them is user input and must never be read unbounded. */
+/* Opening every file rlx reads (configs, tokenizers, profiles, flows, safetensors):
+ * O_NONBLOCK so a FIFO or a device never blocks the open, then fstat on the open file
+ * (after links are followed) so only a regular file is ever read. Small JSON files are
+ * read whole with a size bound: every one of them is user input. */
+#define _GNU_SOURCE
 #include "base/internal.h"
 #include <jansson.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+static const char *kind_of(mode_t m)
+{
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a plain file";
+}
+
+int rlx__open_regular(const char *path, int *fd_out, struct stat *st, rlx_diag *d)
+{
+    *fd_out = -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
+        int err = errno;
+        struct stat lst;
+        if (err == ENOENT && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode))
+            return rlx_diag_set(d, RLX_ERR_NOT_FOUND, "%s: a dangling symbolic link", path);
+        if (err == EISDIR) return rlx_diag_set(d, RLX_ERR_IO, "%s: a directory, not a regular file", path);
+        return rlx_diag_set(d, err == ENOENT ? RLX_ERR_NOT_FOUND : RLX_ERR_IO, "%s: %s", path,
+                            strerror(err));
+    }
+    if (fstat(fd, st) != 0) {
+        int err = errno;
+        close(fd);
+        return rlx_diag_set(d, RLX_ERR_IO, "%s: %s", path, strerror(err));
+    }
+    if (!S_ISREG(st->st_mode)) {
+        close(fd);
+        return rlx_diag_set(d, RLX_ERR_IO, "%s: %s, not a regular file", path, kind_of(st->st_mode));
+    }
+    /* a regular file never blocks; plain blocking reads from here on */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    *fd_out = fd;
+    return RLX_OK;
+}
 
 int rlx__read_small_file(const char *path, size_t max_bytes, char **out, size_t *len, rlx_diag *d)
 {
     *out = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return rlx_diag_set(d, errno == ENOENT ? RLX_ERR_NOT_FOUND : RLX_ERR_IO, "%s: %s", path,
-                            strerror(errno));
+    int fd;
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return rlx_diag_set(d, RLX_ERR_IO, "%s: not a regular file", path);
-    }
+    int rc = rlx__open_regular(path, &fd, &st, d);
+    if (rc) return rc;
     if ((uint64_t)st.st_size > max_bytes) {
-        fclose(f);
+        close(fd);
         return rlx_diag_set(d, RLX_ERR_INVALID, "%s: file is %lld bytes, more than the %zu allowed",
                             path, (long long)st.st_size, max_bytes);
     }
     size_t n = (size_t)st.st_size;
     char *buf = malloc(n + 1);
     if (!buf) {
-        fclose(f);
+        close(fd);
         return rlx_diag_set(d, RLX_ERR_NOMEM, "%s: out of memory", path);
     }
-    size_t got = fread(buf, 1, n, f);
-    int err = ferror(f);
-    fclose(f);
-    if (err || got != n) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break; /* an error, or the file shrank under us */
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got != n) {
         free(buf);
-        return rlx_diag_set(d, RLX_ERR_IO, "%s: read error", path);
+        return rlx_diag_set(d, RLX_ERR_IO, "%s: read error (%zu of %zu bytes)", path, got, n);
     }
     buf[n] = 0;
     *out = buf;

@@ -201,7 +201,7 @@ static int try_dir(const char *dir, size_t dlen, const char *name, rlx_profile *
     if (dlen == 0) return RLX_OK;
     snprintf(path, sizeof path, "%.*s/%s.rlx.json", (int)dlen, dir, name);
     struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return RLX_OK;
+    if (lstat(path, &st) != 0) return RLX_OK; /* present in any form: parse_file says what is wrong */
     *found = 1;
     return parse_file(path, out, d);
 }

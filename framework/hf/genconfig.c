@@ -40,7 +40,7 @@ RLX_API int rlx_generation_config_load(const char *dir, const rlx_model_config *
     char file[4096];
     snprintf(file, sizeof file, "%s/generation_config.json", dir);
     struct stat st;
-    if (stat(file, &st) != 0) return RLX_OK; /* optional */
+    if (lstat(file, &st) != 0) return RLX_OK; /* optional; a dangling link is reported */
     char *buf;
     size_t len;
     int rc = rlx__read_small_file(file, RLX__MAX_JSON_FILE, &buf, &len, d);
@@ -87,6 +87,19 @@ RLX_API int rlx_generation_config_load(const char *dir, const rlx_model_config *
     v = json_object_get(root, "top_k");
     if (!rc && json_is_integer(v)) out->top_k = json_integer_value(v);
     else if (!rc && v && !json_is_null(v)) rc = bad(d, file, "top_k", "an integer", v);
+    /* values no sampler can use: refused here, naming the key, not silently clamped */
+    if (!rc && out->temperature < 0)
+        rc = rlx_diag_set(d, RLX_ERR_INVALID, "%s: temperature: must be >= 0, got %g", file,
+                          out->temperature);
+    if (!rc && !(out->top_p > 0 && out->top_p <= 1))
+        rc = rlx_diag_set(d, RLX_ERR_INVALID, "%s: top_p: must be in (0, 1], got %g", file,
+                          out->top_p);
+    if (!rc && out->top_k < 0)
+        rc = rlx_diag_set(d, RLX_ERR_INVALID, "%s: top_k: must be >= 0, got %lld", file,
+                          (long long)out->top_k);
+    if (!rc && !(out->repetition_penalty > 0))
+        rc = rlx_diag_set(d, RLX_ERR_INVALID, "%s: repetition_penalty: must be > 0, got %g", file,
+                          out->repetition_penalty);
     json_decref(root);
     return rc;
 }

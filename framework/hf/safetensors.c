@@ -55,12 +55,6 @@ static int is_dir(const char *p)
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static int is_file(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 static int ends_with(const char *s, const char *suffix)
 {
     size_t a = strlen(s), b = strlen(suffix);
@@ -334,15 +328,10 @@ static int index_names(rlx_weights *w, rlx_diag *d)
 static int map_file(rlx_weights *w, uint32_t file, rlx_diag *d)
 {
     st_file *f = &w->files[file];
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return rlx_diag_set(d, errno == ENOENT ? RLX_ERR_NOT_FOUND : RLX_ERR_IO, "%s: %s", f->path,
-                            strerror(errno));
+    int fd;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return rlx_diag_set(d, RLX_ERR_IO, "%s: not a regular file", f->path);
-    }
+    int rc = rlx__open_regular(f->path, &fd, &st, d);
+    if (rc) return rc;
     size_t len = (size_t)st.st_size;
     if (len < 8) {
         close(fd);
@@ -452,7 +441,9 @@ static int open_path(rlx_weights *w, const char *path, rlx_diag *d)
         for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
             char *p = path_join(path, candidates[i]);
             if (!p) return rlx_diag_set(d, RLX_ERR_NOMEM, "%s: out of memory", path);
-            if (is_file(p)) {
+            struct stat lst;
+            /* present in any form: open it and say precisely what is wrong with it */
+            if (lstat(p, &lst) == 0) {
                 int rc = ends_with(p, ".json") ? open_index(w, p, d) : open_single(w, p, d);
                 free(p);
                 return rc;

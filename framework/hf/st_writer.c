@@ -3,6 +3,8 @@
 #include "base/internal.h"
 #include <errno.h>
 #include <jansson.h>
+#include <unistd.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,16 +106,37 @@ static char *build_header(const rlx_st_writer *w)
     return s;
 }
 
+/* Written to a temp file beside path, flushed, fsync'ed and renamed over it: a failure
+ * at any point leaves the previous file as it was and no partial file behind. */
 RLX_API int rlx_st_writer_save(rlx_st_writer *w, const char *path, rlx_diag *d)
 {
     if (!w || !path) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_st_writer_save: NULL argument");
+    char tmp[4096];
+    const char *slash = strrchr(path, '/');
+    int dl = slash ? (int)(slash - path + 1) : 0;
+    if (snprintf(tmp, sizeof tmp, "%.*s.%s.tmp-XXXXXX", dl, path, slash ? slash + 1 : path) >=
+        (int)sizeof tmp)
+        return rlx_diag_set(d, RLX_ERR_INVALID, "%s: path too long", path);
     char *hdr = build_header(w);
     if (!hdr) return rlx_diag_set(d, RLX_ERR_NOMEM, "%s: cannot build the header", path);
     size_t hl = strlen(hdr), padded = (hl + 7) & ~(size_t)7;
-    FILE *f = fopen(path, "wb");
-    if (!f) {
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int err = errno;
         free(hdr);
-        return rlx_diag_set(d, RLX_ERR_IO, "%s: %s", path, strerror(errno));
+        return rlx_diag_set(d, RLX_ERR_IO, "%s: cannot create a temp file beside it: %s", path,
+                            strerror(err));
+    }
+    mode_t um = umask(0);
+    umask(um);
+    fchmod(fd, 0666 & ~um); /* what fopen would have made */
+    FILE *f = fdopen(fd, "wb");
+    if (!f) {
+        int err = errno;
+        close(fd);
+        unlink(tmp);
+        free(hdr);
+        return rlx_diag_set(d, RLX_ERR_IO, "%s: %s", path, strerror(err));
     }
     uint8_t len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)padded >> (8 * i));
@@ -122,7 +145,14 @@ RLX_API int rlx_st_writer_save(rlx_st_writer *w, const char *path, rlx_diag *d)
     for (size_t i = 0; ok && i < w->n; i++)
         ok = w->e[i].nbytes == 0 || fwrite(w->e[i].data, 1, w->e[i].nbytes, f) == w->e[i].nbytes;
     free(hdr);
-    if (fclose(f) != 0) ok = 0;
-    if (!ok) return rlx_diag_set(d, RLX_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    int err = ok ? 0 : errno;
+    if (ok && (fflush(f) != 0 || fsync(fileno(f)) != 0)) ok = 0, err = errno;
+    if (fclose(f) != 0 && ok) ok = 0, err = errno;
+    if (ok && rename(tmp, path) != 0) ok = 0, err = errno;
+    if (!ok) {
+        unlink(tmp);
+        return rlx_diag_set(d, RLX_ERR_IO, "%s: write failed: %s", path,
+                            err ? strerror(err) : "short write");
+    }
     return RLX_OK;
 }

@@ -9,6 +9,7 @@
  * the plugin handed out may outlive the registry. */
 #define _GNU_SOURCE
 #include "base/internal.h"
+#include "plugin/isolate.h"
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -20,14 +21,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
-#define MAX_ITEMS 100000u /* a count above this is a corrupt descriptor */
+#define MAX_ITEMS 4096u /* blocks, backends or archs in one plugin: more is a corrupt descriptor */
 
 typedef struct plugin {
     rlx_plugin_info info; /* points into the strings below */
     char *path, *name, *version, *reason;
     void *handle;
+    int pending; /* passed the file checks; not yet opened */
 } plugin;
 
 typedef struct backend_slot {
@@ -169,12 +172,11 @@ static void refuse(plugin *p, const char *fmt, ...)
     p->version = NULL;
     p->info.loaded = 0;
     p->info.desc = NULL;
-    rlx__host_log(RLX_LOG_WARN, "registry", "refused: %s (%s)", msg, p->path);
+    rlx__host_log(RLX_LOG_DEBUG, "registry", "refused: %s (%s)", msg, p->path);
 }
 
 /* ---------------------------------------------------------------- validation */
 
-static int bad_name(const char *s) { return !s || !*s || strlen(s) > 255; }
 
 /* Who already provides a name of this kind; NULL if nobody. */
 static const plugin *owner_of(const rlx_registry *r, int kind, const char *name)
@@ -199,75 +201,115 @@ static const plugin *owner_of(const rlx_registry *r, int kind, const char *name)
 
 static const char *const kind_names[] = {"plugin", "block", "backend", "arch"};
 
-/* Checks one descriptor; on failure refuses p and returns nonzero. */
+/* 1 when n bytes at p can be read: a descriptor's counts and pointers are checked
+ * against the process's mappings before they are followed, so a lying count is a
+ * refusal, not a crash. */
+static int readable(const void *p, size_t n)
+{
+    if (!p) return 0;
+    char buf[4096];
+    for (size_t o = 0; o < n; o += sizeof buf) {
+        size_t k = n - o < sizeof buf ? n - o : sizeof buf;
+        struct iovec local = {buf, k}, remote = {(char *)p + o, k};
+        ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+        if (got < 0 && (errno == ENOSYS || errno == EPERM)) return 1; /* cannot tell */
+        if (got != (ssize_t)k) return 0;
+    }
+    return 1;
+}
+
+/* A readable NUL-terminated name of 1..255 bytes. */
+static int good_name(const char *s)
+{
+    if (!s) return 0;
+    for (size_t i = 0; i < 256; i++) {
+        if (!readable(s + i, 1)) return 0;
+        if (!s[i]) return i > 0;
+    }
+    return 0;
+}
+
+/* The optional diffusers class names of an arch (ABI 1.1), NULL when absent. */
 static const char *const *class_names(const rlx_arch *a)
 {
     return a->struct_size >= RLX_STRUCT_SIZE(rlx_arch, class_names) ? a->class_names : NULL;
 }
 
-static int validate(rlx_registry *r, plugin *p, const rlx_plugin_desc *d)
+#define FAIL(...) return snprintf(why, len, __VA_ARGS__), 1
+
+/* A NULL-terminated list of names, every entry readable: checked before it is walked. */
+static int check_names(const char *const *list, const char *arch, const char *key, char *why,
+                       size_t len)
+{
+    size_t k = 0;
+    for (; list && k <= MAX_ITEMS; k++) {
+        if (!readable(&list[k], sizeof *list)) FAIL("arch '%s': %s is not readable", arch, key);
+        if (!list[k]) return 0;
+        if (!good_name(list[k])) FAIL("arch '%s': %s[%zu] is not a name", arch, key, k);
+    }
+    if (list) FAIL("arch '%s': %s has no NULL end within %u entries", arch, key, MAX_ITEMS);
+    return 0;
+}
+
+/* Structural checks of one descriptor (everything except names taken by other
+ * plugins); nonzero with a one-line reason in why. Also run inside the isolation child. */
+static int check_desc(const rlx_plugin_desc *d, char *why, size_t len)
 {
     const uint32_t need_ver = (uint32_t)RLX_STRUCT_SIZE(rlx_plugin_desc, abi_minor);
     const uint32_t need = (uint32_t)RLX_STRUCT_SIZE(rlx_plugin_desc, n_archs);
-    if (d->struct_size < need_ver) {
-        refuse(p, "struct too small: rlx_plugin_desc is %u bytes, ABI %d.%d needs %u",
-               d->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need);
-        return 1;
-    }
-    p->info.abi_major = d->abi_major;
-    p->info.abi_minor = d->abi_minor;
+    if (!readable(d, need_ver)) FAIL("descriptor at %p is not readable", (const void *)d);
+    if (d->struct_size < need_ver)
+        FAIL("struct too small: rlx_plugin_desc is %u bytes, ABI %d.%d needs %u",
+             d->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need);
     /* the major is checked before any other field: a new major may move them */
-    if (d->abi_major != RLX_ABI_MAJOR) {
-        refuse(p, "ABI major mismatch: plugin %u.%u, host %d.%d", d->abi_major, d->abi_minor,
-               RLX_ABI_MAJOR, RLX_ABI_MINOR);
-        return 1;
-    }
-    if (d->abi_minor > RLX_ABI_MINOR) {
-        refuse(p, "ABI minor too new: plugin %u.%u needs a host of that ABI, host is %d.%d",
-               d->abi_major, d->abi_minor, RLX_ABI_MAJOR, RLX_ABI_MINOR);
-        return 1;
-    }
-    if (d->struct_size < need) {
-        refuse(p, "struct too small: rlx_plugin_desc is %u bytes, ABI %d.%d needs %u",
-               d->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need);
-        return 1;
-    }
-    if (bad_name(d->name)) {
-        refuse(p, "descriptor has no name (or one over 255 bytes)");
-        return 1;
-    }
+    if (d->abi_major != RLX_ABI_MAJOR)
+        FAIL("ABI major mismatch: plugin %u.%u, host %d.%d", d->abi_major, d->abi_minor,
+             RLX_ABI_MAJOR, RLX_ABI_MINOR);
+    if (d->abi_minor > RLX_ABI_MINOR)
+        FAIL("ABI minor too new: plugin %u.%u needs a host of that ABI, host is %d.%d",
+             d->abi_major, d->abi_minor, RLX_ABI_MAJOR, RLX_ABI_MINOR);
+    if (d->struct_size < need)
+        FAIL("struct too small: rlx_plugin_desc is %u bytes, ABI %d.%d needs %u",
+             d->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need);
+    if (!readable(d, need)) FAIL("descriptor at %p is not readable", (const void *)d);
+    if (!good_name(d->name)) FAIL("descriptor has no name (or one over 255 bytes)");
     if (d->n_blocks > MAX_ITEMS || d->n_backends > MAX_ITEMS || d->n_archs > MAX_ITEMS ||
         (d->n_blocks && !d->blocks) || (d->n_backends && !d->backends) ||
-        (d->n_archs && !d->archs)) {
-        refuse(p, "descriptor '%s' has a NULL or oversized blocks/backends/archs array", d->name);
-        return 1;
-    }
+        (d->n_archs && !d->archs))
+        FAIL("descriptor '%s' has a NULL or oversized blocks/backends/archs array (limit %u)",
+             d->name, MAX_ITEMS);
+    if (!readable(d->blocks, d->n_blocks * sizeof *d->blocks) && d->n_blocks)
+        FAIL("descriptor '%s' claims %u blocks but its blocks array is not readable", d->name,
+             d->n_blocks);
+    if (!readable(d->backends, d->n_backends * sizeof *d->backends) && d->n_backends)
+        FAIL("descriptor '%s' claims %u backends but its backends array is not readable",
+             d->name, d->n_backends);
+    if (!readable(d->archs, d->n_archs * sizeof *d->archs) && d->n_archs)
+        FAIL("descriptor '%s' claims %u archs but its archs array is not readable", d->name,
+             d->n_archs);
     const uint32_t need_block = (uint32_t)RLX_STRUCT_SIZE(rlx_block, emit);
     for (uint32_t i = 0; i < d->n_blocks; i++) {
         const rlx_block *b = d->blocks[i];
-        if (!b) { refuse(p, "block #%u is NULL", i); return 1; }
-        if (b->struct_size < need_block) {
-            refuse(p, "struct too small: rlx_block #%u is %u bytes, ABI %d.%d needs %u", i,
-                   b->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need_block);
-            return 1;
-        }
-        if (bad_name(b->name)) { refuse(p, "block #%u has no name", i); return 1; }
-        if (!b->emit) { refuse(p, "block '%s' has no emit function", b->name); return 1; }
+        if (!b) FAIL("block #%u is NULL", i);
+        if (!readable(b, sizeof b->struct_size) || !readable(b, need_block))
+            FAIL("block #%u is not readable", i);
+        if (b->struct_size < need_block)
+            FAIL("struct too small: rlx_block #%u is %u bytes, ABI %d.%d needs %u", i,
+                 b->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need_block);
+        if (!good_name(b->name)) FAIL("block #%u has no name", i);
+        if (!b->emit) FAIL("block '%s' has no emit function", b->name);
     }
     const uint32_t need_be = (uint32_t)RLX_STRUCT_SIZE(rlx_backend, teardown);
     for (uint32_t i = 0; i < d->n_backends; i++) {
         const rlx_backend *b = d->backends[i];
-        if (!b) { refuse(p, "backend #%u is NULL", i); return 1; }
-        if (b->struct_size < need_be) {
-            refuse(p, "struct too small: rlx_backend #%u is %u bytes, ABI %d.%d needs %u", i,
-                   b->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need_be);
-            return 1;
-        }
-        if (bad_name(b->name)) { refuse(p, "backend #%u has no name", i); return 1; }
-        if (strcmp(b->name, "auto") == 0) {
-            refuse(p, "backend name 'auto' is reserved");
-            return 1;
-        }
+        if (!b) FAIL("backend #%u is NULL", i);
+        if (!readable(b, sizeof b->struct_size)) FAIL("backend #%u is not readable", i);
+        if (b->struct_size < need_be)
+            FAIL("struct too small: rlx_backend #%u is %u bytes, ABI %d.%d needs %u", i,
+                 b->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need_be);
+        if (!readable(b, need_be)) FAIL("backend #%u is not readable", i);
+        if (!good_name(b->name)) FAIL("backend #%u has no name", i);
+        if (strcmp(b->name, "auto") == 0) FAIL("backend name 'auto' is reserved");
         /* supports_op is the only optional entry */
         const char *missing = !b->probe     ? "probe"
                               : !b->init     ? "init"
@@ -281,25 +323,43 @@ static int validate(rlx_registry *r, plugin *p, const rlx_plugin_desc *d)
                               : !b->release  ? "release"
                               : !b->teardown ? "teardown"
                                              : NULL;
-        if (missing) {
-            refuse(p, "backend '%s' has no %s function", b->name, missing);
-            return 1;
-        }
+        if (missing) FAIL("backend '%s' has no %s function", b->name, missing);
     }
     const uint32_t need_arch = (uint32_t)RLX_STRUCT_SIZE(rlx_arch, build_flow);
     for (uint32_t i = 0; i < d->n_archs; i++) {
         const rlx_arch *a = d->archs[i];
-        if (!a) { refuse(p, "arch #%u is NULL", i); return 1; }
-        if (a->struct_size < need_arch) {
-            refuse(p, "struct too small: rlx_arch #%u is %u bytes, ABI %d.%d needs %u", i,
-                   a->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need_arch);
+        if (!a) FAIL("arch #%u is NULL", i);
+        if (!readable(a, sizeof a->struct_size)) FAIL("arch #%u is not readable", i);
+        if (a->struct_size < need_arch)
+            FAIL("struct too small: rlx_arch #%u is %u bytes, ABI %d.%d needs %u", i,
+                 a->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need_arch);
+        if (!readable(a, need_arch)) FAIL("arch #%u is not readable", i);
+        if (!good_name(a->name)) FAIL("arch #%u has no name", i);
+        if (!a->model_types || !a->build_flow)
+            FAIL("arch '%s' has no model_types or no build_flow", a->name);
+        if (a->struct_size >= RLX_STRUCT_SIZE(rlx_arch, class_names) &&
+            !readable(a, RLX_STRUCT_SIZE(rlx_arch, class_names)))
+            FAIL("arch #%u is not readable", i);
+        if (check_names(a->model_types, a->name, "model_types", why, len) ||
+            check_names(class_names(a), a->name, "class_names", why, len))
             return 1;
-        }
-        if (bad_name(a->name)) { refuse(p, "arch #%u has no name", i); return 1; }
-        if (!a->model_types || !a->build_flow) {
-            refuse(p, "arch '%s' has no model_types or no build_flow", a->name);
-            return 1;
-        }
+    }
+    return 0;
+}
+#undef FAIL
+
+/* Checks one descriptor; on failure refuses p and returns nonzero. */
+static int validate(rlx_registry *r, plugin *p, const rlx_plugin_desc *d)
+{
+    char why[1024];
+    if (readable(d, RLX_STRUCT_SIZE(rlx_plugin_desc, abi_minor)) &&
+        d->struct_size >= RLX_STRUCT_SIZE(rlx_plugin_desc, abi_minor)) {
+        p->info.abi_major = d->abi_major;
+        p->info.abi_minor = d->abi_minor;
+    }
+    if (check_desc(d, why, sizeof why)) {
+        refuse(p, "%s", why);
+        return 1;
     }
 
     /* a model type (or diffusers class) has one owner among loaded plugins */
@@ -350,33 +410,58 @@ static int validate(rlx_registry *r, plugin *p, const rlx_plugin_desc *d)
 
 /* ---------------------------------------------------------------- loading */
 
-/* World-writable file, or world-writable folder without the sticky bit: anyone could
- * swap the code we are about to run. */
-static const char *unsafe_reason(const char *path, char *buf, size_t len)
+/* Who may change the code we are about to run: like ssh and sudo, the real file and
+ * every folder above it must be writable only by their owner (a sticky folder such as
+ * /tmp excepted) and owned by root or by us. Reason names the path and the mode. */
+static const char *unsafe_one(const char *what, const char *path, int is_dir, char *buf,
+                              size_t len)
 {
     struct stat st;
-    if (stat(path, &st) == 0 && (st.st_mode & S_IWOTH)) {
-        snprintf(buf, len, "unsafe location: the file is world-writable");
+    if (stat(path, &st) != 0) {
+        snprintf(buf, len, "unsafe location: cannot stat %s %s: %s", what, path, strerror(errno));
         return buf;
     }
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash == dir) slash[1] = 0;
-    else if (slash) *slash = 0;
-    else snprintf(dir, sizeof dir, ".");
-    if (stat(dir, &st) == 0 && (st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
-        snprintf(buf, len, "unsafe location: folder %s is world-writable without the sticky bit",
-                 dir);
+    unsigned mode = (unsigned)st.st_mode & 07777;
+    int sticky = is_dir && (st.st_mode & S_ISVTX);
+    if ((st.st_mode & S_IWOTH) && !sticky) {
+        snprintf(buf, len, "unsafe location: %s %s is world-writable%s (mode %04o)", what, path,
+                 is_dir ? " without the sticky bit" : "", mode);
+        return buf;
+    }
+    if ((st.st_mode & S_IWGRP) && !sticky) {
+        snprintf(buf, len, "unsafe location: %s %s is group-writable%s (mode %04o)", what, path,
+                 is_dir ? " without the sticky bit" : "", mode);
+        return buf;
+    }
+    if (st.st_uid != 0 && st.st_uid != geteuid()) {
+        snprintf(buf, len, "unsafe location: %s %s is owned by uid %u, not root or uid %u", what,
+                 path, (unsigned)st.st_uid, (unsigned)geteuid());
         return buf;
     }
     return NULL;
 }
 
+static const char *unsafe_reason(const char *real, char *buf, size_t len)
+{
+    const char *e = getenv("RLX_PLUGIN_ALLOW_UNSAFE");
+    if (e && strcmp(e, "1") == 0) return NULL;
+    if (unsafe_one("file", real, 0, buf, len)) return buf;
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", real);
+    for (;;) {
+        char *slash = strrchr(dir, '/');
+        if (!slash) return NULL;
+        if (slash == dir) slash[1] = 0; /* "/" itself */
+        else *slash = 0;
+        if (unsafe_one("folder", dir, 1, buf, len)) return buf;
+        if (strcmp(dir, "/") == 0) return NULL;
+    }
+}
+
 static int is_elf(const char *path)
 {
     unsigned char m[4] = {0};
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return -1;
     ssize_t n = read(fd, m, sizeof m);
     close(fd);
@@ -394,58 +479,130 @@ static int seen_before(rlx_registry *r, const char *real)
     return 0;
 }
 
-static int load_one(rlx_registry *r, const char *path)
+/* The checks that need no code of the plugin: a record, refused or pending. */
+static int precheck(rlx_registry *r, const char *path)
 {
     char real[PATH_MAX];
-    if (realpath(path, real) && seen_before(r, real)) return 0; /* same file via another dir */
+    int have_real = realpath(path, real) != NULL;
+    if (have_real && seen_before(r, real)) return 0; /* same file via another dir */
     plugin *p = new_record(r, path);
     if (!p) return RLX_ERR_NOMEM;
     char why[PATH_MAX + 128];
     struct stat st;
     int elf;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || !have_real)
         refuse(p, "not a regular file");
-    } else if (unsafe_reason(path, why, sizeof why)) {
+    else if (unsafe_reason(real, why, sizeof why))
         refuse(p, "%s", why);
-    } else if ((elf = is_elf(path)) != 1) {
+    else if ((elf = is_elf(path)) != 1) {
         if (elf < 0) refuse(p, "cannot open: %s", strerror(errno));
         else refuse(p, "not an ELF file");
+    } else
+        p->pending = 1;
+    if (!p->pending) {
+        if (!p->name && !(p->name = file_stem(path))) return RLX_ERR_NOMEM;
+        publish(p);
+    }
+    return 0;
+}
+
+/* Opens a pending plugin in this process: dlopen, entry point, validation. */
+static int load_one(rlx_registry *r, plugin *p)
+{
+    p->pending = 0;
+    dlerror();
+    p->handle = dlopen(p->path, RTLD_NOW | RTLD_LOCAL);
+    if (!p->handle) {
+        const char *e = dlerror();
+        refuse(p, "dlopen failed: %s", e ? e : "unknown error");
     } else {
-        dlerror();
-        p->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-        if (!p->handle) {
-            const char *e = dlerror();
-            refuse(p, "dlopen failed: %s", e ? e : "unknown error");
-        } else {
-            rlx_plugin_init_fn init;
-            void *sym = dlsym(p->handle, RLX_PLUGIN_ENTRY_NAME);
-            memcpy(&init, &sym, sizeof init); /* object pointer to function pointer */
-            const rlx_plugin_desc *d = NULL;
-            if (!init)
-                refuse(p, "no entry symbol %s", RLX_PLUGIN_ENTRY_NAME);
-            else if (!(d = init(rlx_host_api_get())))
-                refuse(p, "%s returned NULL", RLX_PLUGIN_ENTRY_NAME);
-            else if (validate(r, p, d) == 0) {
-                p->name = strdup(d->name);
-                p->version = strdup(d->version ? d->version : "");
-                if (!p->name || !p->version) return RLX_ERR_NOMEM;
-                p->info.loaded = 1;
-                p->info.desc = d;
-                p->info.abi_major = d->abi_major;
-                p->info.abi_minor = d->abi_minor;
-                rlx__host_log(RLX_LOG_DEBUG, "registry", "loaded %s %s (%s)", d->name,
-                              p->version, path);
-            }
-            /* a refused plugin whose init never ran holds nothing: unload it now */
-            if (!p->info.loaded && !init) {
-                dlclose(p->handle);
-                p->handle = NULL;
-            }
+        rlx_plugin_init_fn init;
+        void *sym = dlsym(p->handle, RLX_PLUGIN_ENTRY_NAME);
+        memcpy(&init, &sym, sizeof init); /* object pointer to function pointer */
+        const rlx_plugin_desc *d = NULL;
+        if (!init)
+            refuse(p, "no entry symbol %s", RLX_PLUGIN_ENTRY_NAME);
+        else if (!(d = init(rlx_host_api_get())))
+            refuse(p, "%s returned NULL", RLX_PLUGIN_ENTRY_NAME);
+        else if (validate(r, p, d) == 0) {
+            p->name = strdup(d->name);
+            p->version = strdup(d->version && readable(d->version, 1) ? d->version : "");
+            if (!p->name || !p->version) return RLX_ERR_NOMEM;
+            p->info.loaded = 1;
+            p->info.desc = d;
+            p->info.abi_major = d->abi_major;
+            p->info.abi_minor = d->abi_minor;
+            rlx__host_log(RLX_LOG_DEBUG, "registry", "loaded %s %s (%s)", d->name, p->version,
+                          p->path);
+        }
+        /* a refused plugin whose init never ran holds nothing: unload it now */
+        if (!p->info.loaded && !init) {
+            dlclose(p->handle);
+            p->handle = NULL;
         }
     }
-    if (!p->name && !(p->name = file_stem(path))) return RLX_ERR_NOMEM;
+    if (!p->name && !(p->name = file_stem(p->path))) return RLX_ERR_NOMEM;
     publish(p);
     return 0;
+}
+
+/* ---------------------------------------------------------------- isolation */
+
+typedef struct iso_ctx {
+    rlx_registry *r;
+    size_t *idx; /* pending plugins, by record index */
+} iso_ctx;
+
+/* Inside the isolation child: everything load_one does except the name checks
+ * against other plugins, which the parent does in order. */
+static int iso_check(size_t i, void *vctx, char *why, size_t len)
+{
+    iso_ctx *c = vctx;
+    const char *path = c->r->plugins[c->idx[i]].path;
+    rlx__isolate_phase(RLX__PHASE_DLOPEN);
+    dlerror();
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        snprintf(why, len, "dlopen failed: %s", e ? e : "unknown error");
+        return 1;
+    }
+    rlx_plugin_init_fn init;
+    void *sym = dlsym(h, RLX_PLUGIN_ENTRY_NAME);
+    memcpy(&init, &sym, sizeof init);
+    if (!init) return snprintf(why, len, "no entry symbol %s", RLX_PLUGIN_ENTRY_NAME), 1;
+    rlx__isolate_phase(RLX__PHASE_INIT);
+    const rlx_plugin_desc *d = init(rlx_host_api_get());
+    if (!d) return snprintf(why, len, "%s returned NULL", RLX_PLUGIN_ENTRY_NAME), 1;
+    rlx__isolate_phase(RLX__PHASE_VALIDATE);
+    return check_desc(d, why, len);
+}
+
+/* Refuses, before any dlopen here, each pending plugin that the child refused. */
+static int isolate_pending(rlx_registry *r)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->n_plugins; i++) n += r->plugins[i].pending;
+    if (!n) return 0;
+    size_t *idx = malloc(n * sizeof *idx);
+    char **why = calloc(n, sizeof *why);
+    int rc = idx && why ? 0 : RLX_ERR_NOMEM;
+    for (size_t i = 0, k = 0; !rc && i < r->n_plugins; i++)
+        if (r->plugins[i].pending) idx[k++] = i;
+    iso_ctx c = {r, idx};
+    if (!rc) rc = rlx__isolate_run(n, iso_check, &c, why);
+    for (size_t k = 0; !rc && k < n; k++) {
+        plugin *p = &r->plugins[idx[k]];
+        if (!why[k]) continue;
+        p->pending = 0;
+        refuse(p, "%s", why[k]);
+        if (!p->name && !(p->name = file_stem(p->path))) rc = RLX_ERR_NOMEM;
+        publish(p);
+    }
+    for (size_t k = 0; why && k < n; k++) free(why[k]);
+    free(why);
+    free(idx);
+    return rc;
 }
 
 static int by_name(const void *a, const void *b)
@@ -458,7 +615,7 @@ static int scan_dir(rlx_registry *r, const char *dir)
 {
     struct stat st;
     if (stat(dir, &st) != 0) return 0; /* a missing folder is just empty */
-    if (S_ISREG(st.st_mode)) return load_one(r, dir); /* a path entry may name one file */
+    if (S_ISREG(st.st_mode)) return precheck(r, dir); /* a path entry may name one file */
     DIR *dh = opendir(dir);
     if (!dh) return 0;
     char **names = NULL;
@@ -482,7 +639,7 @@ static int scan_dir(rlx_registry *r, const char *dir)
     for (size_t i = 0; i < n && rc == 0; i++) {
         char path[PATH_MAX];
         if (snprintf(path, sizeof path, "%s/%s", dir, names[i]) < (int)sizeof path)
-            rc = load_one(r, path);
+            rc = precheck(r, path);
     }
     for (size_t i = 0; i < n; i++) free(names[i]);
     free(names);
@@ -504,6 +661,23 @@ static int index_backends(rlx_registry *r)
     return 0;
 }
 
+/* The first few refusals as warnings, the rest as one line: a folder full of foreign
+ * .so files must not bury every run's output (rlx-plugins list shows them all). */
+#define MAX_WARN 3
+static void log_refusals(const rlx_registry *r)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->n_plugins; i++) {
+        const plugin *p = &r->plugins[i];
+        if (p->info.loaded || !p->reason) continue;
+        if (n++ < MAX_WARN)
+            rlx__host_log(RLX_LOG_WARN, "registry", "refused: %s (%s)", p->reason, p->path);
+    }
+    if (n > MAX_WARN)
+        rlx__host_log(RLX_LOG_WARN, "registry", "%zu more plugin files refused (rlx-plugins list says why)",
+                      n - MAX_WARN);
+}
+
 RLX_API int rlx_registry_open(const char *search_path, rlx_registry **out, rlx_diag *d)
 {
     if (!out) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_registry_open: out is NULL");
@@ -517,7 +691,11 @@ RLX_API int rlx_registry_open(const char *search_path, rlx_registry **out, rlx_d
     else
         rc = add_path_list(r, getenv("RLX_PLUGIN_PATH")) || add_default_dirs(r);
     for (size_t i = 0; rc == 0 && i < r->n_dirs; i++) rc = scan_dir(r, r->dirs[i]);
+    if (rc == 0 && rlx__isolate_enabled()) rc = isolate_pending(r);
+    for (size_t i = 0; rc == 0 && i < r->n_plugins; i++)
+        if (r->plugins[i].pending) rc = load_one(r, &r->plugins[i]);
     if (rc == 0) rc = index_backends(r);
+    if (rc == 0) log_refusals(r);
     if (rc) {
         rlx_registry_close(r);
         return rlx_diag_set(d, RLX_ERR_NOMEM, "plugin registry: out of memory");

@@ -1,6 +1,7 @@
 /* Running a compiled program: bind the arena, session states and inputs, execute,
  * read outputs back. Everything fixed per program was bound at compile. */
 #include "runtime/exec.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,10 +51,11 @@ static int state_ptr(rlx_model *m, rg_states *st, const rlx_value_desc *vd, void
     s->dtype = vd->dtype;
     s->shape = vd->shape;
     if (!(s->name = strdup(vd->name))) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    /* not cleared: a state is a KV cache, whose rows are read only after they are written
+     * (attention reads keys j < pos + T, cache_write fills rows pos..pos+T-1 first), so a
+     * long context costs no time or resident memory until it is used */
     s->ptr = m->be->alloc(m->be_ctx, s->bytes ? s->bytes : 4, d);
-    void *zeros = calloc(1, s->bytes ? s->bytes : 4);
-    int rc = !s->ptr || !zeros ? RLX_ERR_NOMEM : put(m, s->ptr, zeros, s->bytes, d);
-    free(zeros);
+    int rc = s->ptr ? 0 : RLX_ERR_NOMEM;
     if (rc) {
         if (s->ptr) m->be->free(m->be_ctx, s->ptr);
         free(s->name);
@@ -85,10 +87,33 @@ const rlx_value_desc *rg_exec_find_io(const rg_exec *e, const char *name, int ou
     return NULL;
 }
 
+/* Host memory a run is about to take (a larger arena, session states not yet made),
+ * checked against what is available before any of it is allocated. GPU backends have
+ * no memory query in the plugin ABI yet, so only host memory is checked. */
+static int check_memory(rlx_model *m, const rg_plan *p, const rg_states *st, rlx_diag *d)
+{
+    if (strcmp(m->be->name, "cpu") != 0) return 0;
+    uint64_t arena = m->arena && m->arena_cap >= p->arena_bytes ? 0 : p->arena_bytes;
+    uint64_t states = 0;
+    for (uint32_t i = 0; i < p->n_values; i++) {
+        const rlx_value_desc *vd = &p->values[i];
+        if (vd->kind != RLX_VALUE_STATE) continue;
+        uint32_t k = 0;
+        while (k < st->n && strcmp(st->s[k].name, vd->name)) k++;
+        if (k == st->n) states += value_bytes(vd);
+    }
+    if (!states && !arena) return 0;
+    char what[128];
+    snprintf(what, sizeof what, "%s%s%s", states ? "KV cache / session state" : "",
+             states && arena ? " + " : "", arena ? "arena" : "");
+    return rlx__mem_check(what, arena + states, d);
+}
+
 int rg_exec_run(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32_t n_in, rlx_diag *d)
 {
     const rg_plan *p = &e->plan;
-    int rc = ensure_arena(m, p->arena_bytes, d);
+    int rc = check_memory(m, p, st, d);
+    if (!rc) rc = ensure_arena(m, p->arena_bytes, d);
     if (rc) return rc;
     if (e->arena_gen != m->arena_gen) {
         for (uint32_t i = 0; i < p->n_values; i++)

@@ -210,6 +210,15 @@ static int build_flows(rlx_model *m, const rlx_model_options *opt, rlx_diag *d)
     return 0;
 }
 
+/* A context of no positions cannot hold a token: refused when the key is given. */
+static int check_positions(rlx_model *m, const char *dir, rlx_diag *d)
+{
+    double v;
+    if (rlx_config_number(m->config, "max_position_embeddings", &v) != 0 || v > 0) return 0;
+    return rlx_diag_set(d, RLX_ERR_INVALID, "%s/config.json: max_position_embeddings: must be > 0, got %g",
+                        dir, v);
+}
+
 RLX_API int rlx_model_open(const char *dir, const rlx_model_options *opt_in, rlx_model **out,
                            rlx_diag *d)
 {
@@ -234,6 +243,7 @@ RLX_API int rlx_model_open(const char *dir, const rlx_model_options *opt_in, rlx
      * still needs it: its blocks read the description) */
     if (!rc) rc = rlx_config_configure(m->config, m->registry, &m->arch, d);
     if (!rc) m->cfg = *rlx_config_model(m->config);
+    if (!rc) rc = check_positions(m, dir, d);
     if (!rc) rc = rlx_weights_open(dir, &m->weights_owned, d);
     if (!rc) m->weights = m->weights_owned;
     if (!rc) rc = load_profiles(m, &o, d);

@@ -35,6 +35,18 @@ RLX_API void rlx_session_reset(rlx_session *s)
 
 RLX_API int64_t rlx_session_pos(const rlx_session *s) { return s ? s->pos : 0; }
 
+/* the rows past pos are never read again before they are rewritten (attention reads
+ * keys j < pos + T only), so dropping them is moving pos */
+RLX_API int rlx_session_rewind(rlx_session *s, int64_t pos, rlx_diag *d)
+{
+    if (!s) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_session_rewind: no session");
+    if (pos < 0 || pos > s->pos)
+        return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_session_rewind: position %lld outside 0..%lld",
+                            (long long)pos, (long long)s->pos);
+    s->pos = pos;
+    return 0;
+}
+
 static int64_t bucket(int64_t n, int64_t room)
 {
     int64_t b = 1;

@@ -9,9 +9,9 @@
 
 #define NOMEM(d, t) rlx_diag_set(d, RLX_ERR_NOMEM, "%s: out of memory", (t)->origin)
 
-RLX_API void rlx_tokenizer_free(rlx_tokenizer *t)
+/* frees what loading filled in, leaving t as calloc'ed but for its origin */
+static void clear_parts(rlx_tokenizer *t)
 {
-    if (!t) return;
     tk_bpe_free(t->bpe);
     tk_normalizer_free(t->normalizer);
     tk_pretok_free(t->pretok);
@@ -26,6 +26,15 @@ RLX_API void rlx_tokenizer_free(rlx_tokenizer *t)
         for (int b = 0; b < 256; b++) free(t->first_idx[k][b]);
     free(t->id_tok);
     free(t->id_special);
+    char *origin = t->origin;
+    memset(t, 0, sizeof *t);
+    t->origin = origin;
+}
+
+RLX_API void rlx_tokenizer_free(rlx_tokenizer *t)
+{
+    if (!t) return;
+    clear_parts(t);
     free(t->origin);
     free(t);
 }
@@ -144,7 +153,11 @@ static int load_json(rlx_tokenizer *t, json_t *root, rlx_diag *d)
     if (!type || strcmp(type, "BPE"))
         return rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "%s: model.type: unsupported model type '%s' (supported: BPE)",
                             t->origin, type ? type : "(missing)");
-    if ((rc = tk_bpe_load(&c, model, &t->bpe))) return rc;
+    if (t->bpe) { /* vocab and merges came from tk_fast_bpe */
+        if ((rc = tk_bpe_finish_vocab(&c, t->bpe, model))) return rc;
+    } else if ((rc = tk_bpe_load(&c, model, &t->bpe))) {
+        return rc;
+    }
     if ((rc = load_added(&c, t, json_object_get(root, "added_tokens")))) return rc;
     json_t *j;
     if ((j = json_object_get(root, "normalizer")) && !json_is_null(j) &&
@@ -163,6 +176,24 @@ static int load_json(rlx_tokenizer *t, json_t *root, rlx_diag *d)
     return 0;
 }
 
+/* vocab and merges by tk_fast_bpe, the rest by jansson; nonzero (t reset, nothing
+ * reported): parse it all the ordinary way */
+static int load_fast(rlx_tokenizer *t, const char *buf, size_t len)
+{
+    rlx_diag quiet;
+    rlx_diag_init(&quiet);
+    tk_jctx c = {t->origin, &quiet};
+    char *rest = NULL;
+    if (tk_fast_bpe(&c, buf, len, &t->bpe, &rest)) return -1;
+    json_t *root = NULL;
+    int rc = rlx__json_parse(rest, len, t->origin, &root, &quiet);
+    free(rest);
+    if (!rc) rc = load_json(t, root, &quiet);
+    json_decref(root);
+    if (rc) clear_parts(t);
+    return rc;
+}
+
 RLX_API int rlx_tokenizer_load(const char *path, rlx_tokenizer **out, rlx_diag *d)
 {
     if (!out) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_tokenizer_load: out is NULL");
@@ -175,12 +206,19 @@ RLX_API int rlx_tokenizer_load(const char *path, rlx_tokenizer **out, rlx_diag *
     }
     char *buf = NULL;
     size_t len = 0;
-    json_t *root = NULL;
     int rc = rlx__read_small_file(path, RLX__MAX_JSON_FILE, &buf, &len, d);
-    if (!rc) rc = rlx__json_parse(buf, len, path, &root, d);
+    if (rc) {
+        rlx_tokenizer_free(t);
+        return rc;
+    }
+    rc = load_fast(t, buf, len);
+    if (rc) { /* the whole file through jansson: also the path that reports every error */
+        json_t *root = NULL;
+        rc = rlx__json_parse(buf, len, path, &root, d);
+        if (!rc) rc = load_json(t, root, d);
+        json_decref(root);
+    }
     free(buf);
-    if (!rc) rc = load_json(t, root, d);
-    json_decref(root);
     if (rc) {
         rlx_tokenizer_free(t);
         return rc;

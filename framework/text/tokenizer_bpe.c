@@ -21,6 +21,7 @@ struct tk_bpe {
     tk_strmap vocab;
     tk_pairmap merges;
     int32_t unk_id; /* -1: none */
+    int32_t max_id; /* largest vocab id (while loading) */
     int byte_fallback, fuse_unk, ignore_merges;
     char *prefix, *suffix; /* continuing_subword_prefix, end_of_word_suffix */
     size_t prefix_len, suffix_len;
@@ -49,6 +50,32 @@ static int lookup(const tk_bpe *b, const char *s, size_t n, int32_t *id)
     return tk_strmap_get(&b->vocab, s, n, id);
 }
 
+/* merge i of rank i: l + r (both and their concatenation in the vocab) */
+int tk_bpe_add_merge(const tk_jctx *c, tk_bpe *b, const char *l, size_t ln, const char *r, size_t rn,
+                     size_t i)
+{
+    char path[64];
+    snprintf(path, sizeof path, "model.merges[%zu]", i);
+    int32_t a, bb, ab;
+    if (!lookup(b, l, ln, &a)) return tk_jerr(c, path, "token '%.*s' is not in model.vocab", (int)ln, l);
+    if (!lookup(b, r, rn, &bb)) return tk_jerr(c, path, "token '%.*s' is not in model.vocab", (int)rn, r);
+    char stackbuf[256];
+    char *cat = ln + rn <= sizeof stackbuf ? stackbuf : malloc(ln + rn);
+    if (!cat) return rlx_diag_set(c->d, RLX_ERR_NOMEM, "%s: out of memory", c->origin);
+    memcpy(cat, l, ln);
+    memcpy(cat + ln, r, rn);
+    int found = lookup(b, cat, ln + rn, &ab);
+    if (cat != stackbuf) free(cat);
+    if (!found)
+        return tk_jerr(c, path, "merged token '%.*s%.*s' is not in model.vocab", (int)ln, l, (int)rn, r);
+    size_t adv, k = ln ? ln - 1 : 0;
+    while (k > 0 && ((unsigned char)l[k] & 0xC0) == 0x80) k--;
+    int32_t jl = (int32_t)tk_utf8_decode(l + k, ln - k, &adv), jr = (int32_t)tk_utf8_decode(r, rn, &adv);
+    if (tk_pairmap_put(&b->merges, a, bb, (int32_t)i, ab) || tk_pairmap_put(&b->junctions, jl, jr, 0, 0))
+        return rlx_diag_set(c->d, RLX_ERR_NOMEM, "%s: out of memory", c->origin);
+    return 0;
+}
+
 static int load_merge(const tk_jctx *c, tk_bpe *b, json_t *m, size_t i)
 {
     char path[64];
@@ -73,61 +100,36 @@ static int load_merge(const tk_jctx *c, tk_bpe *b, json_t *m, size_t i)
     } else {
         return tk_jerr(c, path, "a merge must be \"a b\" or [\"a\", \"b\"]");
     }
-    int32_t a, bb, ab;
-    if (!lookup(b, l, ln, &a)) return tk_jerr(c, path, "token '%.*s' is not in model.vocab", (int)ln, l);
-    if (!lookup(b, r, rn, &bb)) return tk_jerr(c, path, "token '%.*s' is not in model.vocab", (int)rn, r);
-    char stackbuf[256];
-    char *cat = ln + rn <= sizeof stackbuf ? stackbuf : malloc(ln + rn);
-    if (!cat) return rlx_diag_set(c->d, RLX_ERR_NOMEM, "%s: out of memory", c->origin);
-    memcpy(cat, l, ln);
-    memcpy(cat + ln, r, rn);
-    int found = lookup(b, cat, ln + rn, &ab);
-    if (cat != stackbuf) free(cat);
-    if (!found)
-        return tk_jerr(c, path, "merged token '%.*s%.*s' is not in model.vocab", (int)ln, l, (int)rn, r);
-    size_t adv, k = ln - 1;
-    while (k > 0 && ((unsigned char)l[k] & 0xC0) == 0x80) k--;
-    int32_t jl = (int32_t)tk_utf8_decode(l + k, ln - k, &adv), jr = (int32_t)tk_utf8_decode(r, rn, &adv);
-    if (tk_pairmap_put(&b->merges, a, bb, (int32_t)i, ab) || tk_pairmap_put(&b->junctions, jl, jr, 0, 0))
-        return rlx_diag_set(c->d, RLX_ERR_NOMEM, "%s: out of memory", c->origin);
+    return tk_bpe_add_merge(c, b, l, ln, r, rn, i);
+}
+
+tk_bpe *tk_bpe_new(void)
+{
+    tk_bpe *b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    pthread_mutex_init(&b->cache.mu, NULL);
+    b->unk_id = -1;
+    return b;
+}
+
+int tk_bpe_add_token(tk_bpe *b, const char *k, size_t n, int32_t id)
+{
+    size_t before = b->vocab.n;
+    if (tk_strmap_put(&b->vocab, k, n, id)) return -1;
+    if (b->vocab.n == before) return 1;
+    if (id > b->max_id) b->max_id = id;
     return 0;
 }
 
-int tk_bpe_load(const tk_jctx *c, json_t *model, tk_bpe **out)
+/* after the vocab: the id table and the model's options; then merges may be added */
+int tk_bpe_finish_vocab(const tk_jctx *c, tk_bpe *b, json_t *model)
 {
-    *out = NULL;
-    tk_bpe *b = calloc(1, sizeof *b);
-    if (!b) return rlx_diag_set(c->d, RLX_ERR_NOMEM, "%s: out of memory", c->origin);
-    pthread_mutex_init(&b->cache.mu, NULL);
-    b->unk_id = -1;
-    int rc = 0;
-    json_t *vocab = json_object_get(model, "vocab");
-    json_t *merges = json_object_get(model, "merges");
-    if (!json_is_object(vocab)) {
-        rc = tk_jerr(c, "model.vocab", "must be an object {token: id}");
-        goto fail;
-    }
-    if (merges && !json_is_null(merges) && !json_is_array(merges)) {
-        rc = tk_jerr(c, "model.merges", "must be an array");
-        goto fail;
-    }
-    const char *key;
-    json_t *v;
-    int64_t max_id = -1;
-    json_object_foreach(vocab, key, v) {
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= INT32_MAX) {
-            rc = tk_jerr(c, "model.vocab", "id of '%s' must be a non-negative integer", key);
-            goto fail;
-        }
-        if (tk_strmap_put(&b->vocab, key, strlen(key), (int32_t)json_integer_value(v))) goto nomem;
-        if (json_integer_value(v) > max_id) max_id = json_integer_value(v);
-    }
+    int rc;
+    int64_t max_id = b->vocab.n ? b->max_id : -1;
     /* ids index arrays: refuse absurdly sparse ones rather than allocate gigabytes */
-    if (max_id >= 4 * (int64_t)b->vocab.n + 65536) {
-        rc = tk_jerr(c, "model.vocab", "ids are not dense (largest id %lld for %zu tokens)", (long long)max_id,
-                     b->vocab.n);
-        goto fail;
-    }
+    if (max_id >= 4 * (int64_t)b->vocab.n + 65536)
+        return tk_jerr(c, "model.vocab", "ids are not dense (largest id %lld for %zu tokens)", (long long)max_id,
+                       b->vocab.n);
     b->n_ids = (size_t)(max_id + 1);
     b->id_tok = calloc(b->n_ids ? b->n_ids : 1, sizeof *b->id_tok);
     if (!b->id_tok) goto nomem;
@@ -141,17 +143,13 @@ int tk_bpe_load(const tk_jctx *c, json_t *model, tk_bpe **out)
         (rc = tk_jbool(c, model, "model", "byte_fallback", &b->byte_fallback)) ||
         (rc = tk_jbool(c, model, "model", "fuse_unk", &b->fuse_unk)) ||
         (rc = tk_jbool(c, model, "model", "ignore_merges", &b->ignore_merges)))
-        goto fail;
+        return rc;
     json_t *dropout = json_object_get(model, "dropout");
-    if (json_is_number(dropout) && json_number_value(dropout) > 0) {
-        rc = rlx_diag_set(c->d, RLX_ERR_UNSUPPORTED, "%s: model.dropout: BPE dropout is not supported",
-                          c->origin);
-        goto fail;
-    }
-    if (unk && !lookup(b, unk, strlen(unk), &b->unk_id)) {
-        rc = tk_jerr(c, "model.unk_token", "'%s' is not in model.vocab", unk);
-        goto fail;
-    }
+    if (json_is_number(dropout) && json_number_value(dropout) > 0)
+        return rlx_diag_set(c->d, RLX_ERR_UNSUPPORTED, "%s: model.dropout: BPE dropout is not supported",
+                            c->origin);
+    if (unk && !lookup(b, unk, strlen(unk), &b->unk_id))
+        return tk_jerr(c, "model.unk_token", "'%s' is not in model.vocab", unk);
     if (pre && *pre) {
         if (!(b->prefix = strdup(pre))) goto nomem;
         b->prefix_len = strlen(pre);
@@ -165,9 +163,40 @@ int tk_bpe_load(const tk_jctx *c, json_t *model, tk_bpe **out)
         snprintf(tok, sizeof tok, "<0x%02X>", i);
         if (!lookup(b, tok, 6, &b->byte_ids[i])) b->byte_ids[i] = -1;
     }
+    b->can_cut = !b->prefix && !b->suffix;
+    return 0;
+nomem:
+    return rlx_diag_set(c->d, RLX_ERR_NOMEM, "%s: out of memory", c->origin);
+}
+
+int tk_bpe_load(const tk_jctx *c, json_t *model, tk_bpe **out)
+{
+    *out = NULL;
+    tk_bpe *b = tk_bpe_new();
+    if (!b) return rlx_diag_set(c->d, RLX_ERR_NOMEM, "%s: out of memory", c->origin);
+    int rc = 0;
+    json_t *vocab = json_object_get(model, "vocab");
+    json_t *merges = json_object_get(model, "merges");
+    if (!json_is_object(vocab)) {
+        rc = tk_jerr(c, "model.vocab", "must be an object {token: id}");
+        goto fail;
+    }
+    if (merges && !json_is_null(merges) && !json_is_array(merges)) {
+        rc = tk_jerr(c, "model.merges", "must be an array");
+        goto fail;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(vocab, key, v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= INT32_MAX) {
+            rc = tk_jerr(c, "model.vocab", "id of '%s' must be a non-negative integer", key);
+            goto fail;
+        }
+        if (tk_bpe_add_token(b, key, strlen(key), (int32_t)json_integer_value(v)) < 0) goto nomem;
+    }
+    if ((rc = tk_bpe_finish_vocab(c, b, model))) goto fail;
     for (size_t i = 0; merges && i < json_array_size(merges); i++)
         if ((rc = load_merge(c, b, json_array_get(merges, i), i))) goto fail;
-    b->can_cut = !b->prefix && !b->suffix;
     *out = b;
     return 0;
 nomem:

@@ -111,7 +111,10 @@ int tk_jeach(const tk_jctx *c, struct json_t *arr, const char *path, const char 
 int tk_jpattern(const tk_jctx *c, struct json_t *obj, const char *path, const char **pat,
                 int *is_regex);
 
-/* compile a regex (PCRE2_UTF|PCRE2_UCP, JIT when available) or a literal */
+/* the pattern with \s / \S as \p{White_Space} / \P{White_Space} (malloc'ed, NULL: no memory) */
+char *tk_regex_white_space(const char *pat);
+/* compile a regex (PCRE2_UTF|PCRE2_UCP, \s meaning White_Space, JIT when available) or a
+ * literal */
 pcre2_code *tk_regex_compile(const tk_jctx *c, const char *path, const char *pat, int literal);
 /* next match in s[start..n): 1 found (*ms, *me), 0 none, <0 error */
 int tk_regex_next(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n,
@@ -135,6 +138,19 @@ int tk_pretok_apply(const tk_pretok *p, tk_pieces *in, tk_pieces *out, int is_fi
 typedef struct tk_bpe tk_bpe;
 int tk_bpe_load(const tk_jctx *c, struct json_t *model, tk_bpe **out);
 void tk_bpe_free(tk_bpe *b);
+/* piecewise loading (tokenizer_fast.c): new, the vocab token by token (0 added, 1 a
+ * duplicate, -1 out of memory), finish_vocab with the model object for its options, then
+ * the merges in rank order; errors name the JSON path as tk_bpe_load's do */
+tk_bpe *tk_bpe_new(void);
+int tk_bpe_add_token(tk_bpe *b, const char *k, size_t n, int32_t id);
+int tk_bpe_finish_vocab(const tk_jctx *c, tk_bpe *b, struct json_t *model);
+int tk_bpe_add_merge(const tk_jctx *c, tk_bpe *b, const char *l, size_t ln, const char *r, size_t rn,
+                     size_t i);
+/* tokenizer.json's model.vocab and model.merges read without jansson: 0 and *bpe (vocab
+ * and merges loaded, tk_bpe_finish_vocab still to call) and *rest (a NUL-terminated copy
+ * of the file with those two values emptied, for jansson); -1: not handled, nothing
+ * reported (the caller parses the whole file) */
+int tk_fast_bpe(const tk_jctx *c, const char *buf, size_t len, tk_bpe **bpe, char **rest);
 /* appends the ids of one word */
 typedef struct tk_ids {
     int32_t *v;

@@ -400,13 +400,62 @@ int tk_jpattern(const tk_jctx *c, json_t *obj, const char *path, const char **pa
 }
 
 /* ---------------------------------------------------------------- PCRE2 */
+/* The pattern with \s and \S spelled \p{White_Space} and \P{White_Space} (malloc'ed;
+ * NULL: out of memory). Hugging Face's regex engine (Oniguruma / the regex crate) gives \s
+ * the Unicode White_Space property; PCRE2's \s (with UCP) also matches U+180E MONGOLIAN
+ * VOWEL SEPARATOR, which left White_Space in Unicode 6.3. The property form works inside
+ * and outside a character class. \Q...\E quoting and escaped backslashes are kept. */
+char *tk_regex_white_space(const char *pat)
+{
+    size_t n = strlen(pat), extra = 0;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (pat[i] == '\\') {
+            if (pat[i + 1] == 's' || pat[i + 1] == 'S') extra += 14;
+            i++;
+        }
+    char *out = malloc(n + extra + 1);
+    if (!out) return NULL;
+    size_t o = 0;
+    int quoted = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (pat[i] != '\\' || i + 1 == n) {
+            out[o++] = pat[i];
+            continue;
+        }
+        char e = pat[i + 1];
+        if (quoted) {
+            if (e == 'E') quoted = 0;
+        } else if (e == 'Q') {
+            quoted = 1;
+        } else if (e == 's' || e == 'S') {
+            memcpy(out + o, e == 's' ? "\\p{White_Space}" : "\\P{White_Space}", 15);
+            o += 15;
+            i++;
+            continue;
+        }
+        out[o++] = pat[i];
+        out[o++] = pat[++i];
+    }
+    out[o] = 0;
+    return out;
+}
+
 pcre2_code *tk_regex_compile(const tk_jctx *c, const char *path, const char *pat, int literal)
 {
     int err;
     PCRE2_SIZE erroff;
     /* PCRE2_LITERAL refuses PCRE2_UCP, which only matters for patterns anyway */
     uint32_t opt = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, opt, &err, &erroff, NULL);
+    pcre2_code *re = NULL;
+    char *ws = literal ? NULL : tk_regex_white_space(pat);
+    if (!literal && !ws) {
+        rlx_diag_set(c->d, RLX_ERR_NOMEM, "%s: out of memory", c->origin);
+        return NULL;
+    }
+    re = pcre2_compile((PCRE2_SPTR)(ws ? ws : pat), PCRE2_ZERO_TERMINATED, opt, &err, &erroff, NULL);
+    free(ws);
+    if (!re && !literal) /* report the offset in the pattern as written */
+        re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, opt, &err, &erroff, NULL);
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);

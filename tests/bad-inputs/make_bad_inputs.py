@@ -2,7 +2,7 @@
 """Writes the bad-input corpus (committed; kept here for provenance).
 
 Each case is a model folder <case>/ with config.json, weights and expect.txt:
-  stage: config | weights | model   (which loader step must refuse it)
+  stage: config | weights | model | runtime   (which loader step must refuse it; runtime: rlx_model_open)
   expect: <text the one-line error must contain>
   check: <tensor> <d0,d1,...>       (stage model: the tensor whose shape/presence is wrong)
 inputs/<case>.safetensors are bad files for `rlx-run forward --inputs`, with
@@ -144,6 +144,8 @@ case("config-deep-nesting", "config", "maximum parsing depth", weights=good,
 case("config-missing", "config", "config.json: No such file", weights=good, config=None)
 case("config-huge-layers", "config", "num_hidden_layers: 100000 layers, at most 256", weights=good,
      config=dict(MICRO, num_hidden_layers=100000))
+case("config-zero-positions", "runtime", "config.json: max_position_embeddings: must be > 0, got 0",
+     weights=good, config=dict(MICRO, max_position_embeddings=0))
 
 # ---- bad files for `forward --inputs` (with good-micro)
 ind = os.path.join(HERE, "inputs")

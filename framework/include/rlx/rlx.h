@@ -223,6 +223,9 @@ int rlx_session_new(rlx_model *m, int64_t ctx_len, rlx_session **out, rlx_diag *
 void rlx_session_free(rlx_session *s);
 void rlx_session_reset(rlx_session *s);
 int64_t rlx_session_pos(const rlx_session *s);
+/* Keeps the first pos cached positions and drops the rest (pos <= the current one), so a
+ * new prompt sharing a prefix with the cached tokens is prefilled only past it. */
+int rlx_session_rewind(rlx_session *s, int64_t pos, rlx_diag *d);
 /* Appends n tokens at the current position. all_logits: [n, vocab] or NULL;
  * last_logits: [vocab] or NULL. */
 int rlx_session_prefill(rlx_session *s, const int32_t *ids, int64_t n, float *all_logits,

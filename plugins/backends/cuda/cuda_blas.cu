@@ -1,39 +1,103 @@
 /* cuBLAS for rlx.matmul / rlx.matmul_nn. cuBLAS is column-major: a row-major [R,C]
  * buffer is its [C,R] matrix, so row-major C = A·Bᵀ is column-major Cᵀ = B·Aᵀ,
- * i.e. sgemm(op(B)=T, op(A)=N) with m=N, n=M. Full f32 math (no TF32). */
+ * i.e. sgemm(op(B)=T, op(A)=N) with m=N, n=M. Full f32 math (no TF32).
+ *
+ * The plugin does not link against cuBLAS: libcublas (and the libcublasLt it pulls in)
+ * costs ~300 ms and ~150 MB to map and relocate, so it is dlopen'ed the first time a
+ * session creates a handle (backend init), never at plugin load or probe. Only the
+ * header's types are used here; every entry point goes through the table below. */
 #include "gpu_vendor.h"
 #include <cublas_v2.h>
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
+
+/* the soname of the cuBLAS major version this plugin was compiled against */
+#define RLX_STR2(x) #x
+#define RLX_STR(x) RLX_STR2(x)
+#define CUBLAS_SONAME "libcublas.so." RLX_STR(CUBLAS_VER_MAJOR)
+
+static struct {
+    void *lib;
+    decltype(&cublasCreate_v2) create;
+    decltype(&cublasDestroy_v2) destroy;
+    decltype(&cublasSetStream_v2) set_stream;
+    decltype(&cublasSetWorkspace_v2) set_workspace;
+    decltype(&cublasSetMathMode) set_math_mode;
+    decltype(&cublasSgemm_v2) sgemm;
+    decltype(&cublasGetStatusString) status_string;
+    char err[256];
+    int state; /* 0 not tried, 1 loaded, -1 failed (err says why) */
+} cublas_api;
+static pthread_once_t cublas_once = PTHREAD_ONCE_INIT;
+
+static void cublas_load(void)
+{
+    void *h = dlopen(CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        snprintf(cublas_api.err, sizeof cublas_api.err, "cannot load %s (cuBLAS): %s", CUBLAS_SONAME,
+                 e ? e : "not found");
+        cublas_api.state = -1;
+        return;
+    }
+#define SYM(field, name)                                                                          \
+    do {                                                                                          \
+        *(void **)&cublas_api.field = dlsym(h, name);                                             \
+        if (!cublas_api.field) {                                                                  \
+            snprintf(cublas_api.err, sizeof cublas_api.err, "%s: symbol %s not found", CUBLAS_SONAME, \
+                     name);                                                                       \
+            dlclose(h);                                                                           \
+            cublas_api.state = -1;                                                                \
+            return;                                                                               \
+        }                                                                                         \
+    } while (0)
+    SYM(create, "cublasCreate_v2");
+    SYM(destroy, "cublasDestroy_v2");
+    SYM(set_stream, "cublasSetStream_v2");
+    SYM(set_workspace, "cublasSetWorkspace_v2");
+    SYM(set_math_mode, "cublasSetMathMode");
+    SYM(sgemm, "cublasSgemm_v2");
+    SYM(status_string, "cublasGetStatusString");
+#undef SYM
+    cublas_api.lib = h; /* kept for the life of the process: handles may outlive a backend */
+    cublas_api.state = 1;
+}
 
 struct gpu_blas {
     cublasHandle_t h;
     void *workspace; /* fixed, so that graph capture never allocates */
 };
 
-const char gpu_blas_name[] = "cuBLAS";
+const char gpu_blas_name[] = "cuBLAS (" CUBLAS_SONAME ", loaded at init)";
 
 #define BLAS_WORKSPACE (32u << 20)
 
 int gpu_blas_create(gpu_blas **out, gpuStream_t s, char *err, size_t errlen)
 {
     *out = NULL;
+    pthread_once(&cublas_once, cublas_load);
+    if (cublas_api.state != 1) {
+        snprintf(err, errlen, "%s (RLX_GPU_GEMM=own runs without it)", cublas_api.err);
+        return -1;
+    }
     gpu_blas *b = new gpu_blas();
-    cublasStatus_t st = cublasCreate(&b->h);
+    cublasStatus_t st = cublas_api.create(&b->h);
     if (st != CUBLAS_STATUS_SUCCESS) {
-        snprintf(err, errlen, "cublasCreate: %s", cublasGetStatusString(st));
+        snprintf(err, errlen, "cublasCreate: %s", cublas_api.status_string(st));
         delete b;
         return -1;
     }
     cudaError_t ce = cudaMalloc(&b->workspace, BLAS_WORKSPACE);
     if (ce != cudaSuccess) {
         snprintf(err, errlen, "cuBLAS workspace: %s", cudaGetErrorString(ce));
-        cublasDestroy(b->h);
+        cublas_api.destroy(b->h);
         delete b;
         return -1;
     }
-    cublasSetStream(b->h, s);
-    cublasSetWorkspace(b->h, b->workspace, BLAS_WORKSPACE);
-    cublasSetMathMode(b->h, CUBLAS_DEFAULT_MATH);
+    cublas_api.set_stream(b->h, s);
+    cublas_api.set_workspace(b->h, b->workspace, BLAS_WORKSPACE);
+    cublas_api.set_math_mode(b->h, CUBLAS_DEFAULT_MATH);
     *out = b;
     return 0;
 }
@@ -42,7 +106,7 @@ void gpu_blas_destroy(gpu_blas *b)
 {
     if (!b)
         return;
-    cublasDestroy(b->h);
+    cublas_api.destroy(b->h);
     cudaFree(b->workspace);
     delete b;
 }
@@ -57,13 +121,13 @@ int gpu_blas_gemm(gpu_blas *b, int b_nk, const float *a, const float *bm, float 
     }
     cublasStatus_t st;
     if (b_nk)
-        st = cublasSgemm(b->h, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, bm, (int)K,
-                         a, (int)K, &zero, c, (int)N);
+        st = cublas_api.sgemm(b->h, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, bm, (int)K,
+                              a, (int)K, &zero, c, (int)N);
     else
-        st = cublasSgemm(b->h, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, bm, (int)N,
-                         a, (int)K, &zero, c, (int)N);
+        st = cublas_api.sgemm(b->h, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, bm, (int)N,
+                              a, (int)K, &zero, c, (int)N);
     if (st != CUBLAS_STATUS_SUCCESS) {
-        snprintf(err, errlen, "cublasSgemm: %s", cublasGetStatusString(st));
+        snprintf(err, errlen, "cublasSgemm: %s", cublas_api.status_string(st));
         return -1;
     }
     return 0;

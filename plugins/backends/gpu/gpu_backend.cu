@@ -523,7 +523,8 @@ static int gpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
     GPU_TRY(gpuStreamCreateWithFlags(&be->stream, gpuStreamNonBlocking), "stream create");
     GPU_TRY(gpuMalloc((void **)&be->err_dev, 4 * sizeof(int)), "error word alloc");
     GPU_TRY(gpuHostAlloc((void **)&be->err_host, 4 * sizeof(int)), "pinned alloc");
-    if (gpu_blas_create(&be->blas, be->stream, err, sizeof err) != 0) {
+    /* the vendor library (cuBLAS) is loaded here, by the first session that needs it */
+    if (!be->own_gemm && gpu_blas_create(&be->blas, be->stream, err, sizeof err) != 0) {
         set_diag(d, RLX_ERR_DEVICE, "%s", err);
         goto fail;
     }
