@@ -1,7 +1,9 @@
 /* FLUX parity through the CLI: rlx-run forward on tests/fixtures/flux1-tiny
- * (FluxTransformer2DModel) and flux2-tiny (Flux2Transformer2DModel) with the reference
- * inputs as given (batch dim on the tensors, ids without), `output` against diffusers'
- * float64 forward; a misspelled or missing input is exit 1 naming the tensor. */
+ * (FluxTransformer2DModel), flux2-tiny (Flux2Transformer2DModel, guidance), and the
+ * variants real checkpoints use: flux1-guidance-tiny (FLUX.1-dev: guidance_embeds) and
+ * flux2-noguidance-tiny (FLUX.2-klein: no guidance input), with the reference inputs as
+ * given (batch dim on the tensors, ids without), `output` against diffusers' float64
+ * forward; a misspelled, missing or extra input is exit 1 naming the tensor. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +11,10 @@
 #include "rlx/rlx.h"
 #include "testutil.h"
 
-static const char *const fixtures[2] = {"flux1-tiny", "flux2-tiny"};
+static const char *const fixtures[4] = {"flux1-tiny", "flux2-tiny", "flux1-guidance-tiny",
+                                        "flux2-noguidance-tiny"};
+/* the conditioning input each fixture must have (missing: exit 1) */
+static const char *const needed[4] = {"pooled_projections", "guidance", "guidance", "timestep"};
 static const char *const extras[2] = {"--policy fusable", "--policy direct --threads 2"};
 
 static int same_shape(const rlx_shape *a, const rlx_shape *b)
@@ -106,7 +111,7 @@ END_TEST
 START_TEST(test_bad_inputs)
 {
     const char *fx = fixtures[_i];
-    const char *cond = _i ? "guidance" : "pooled_projections";
+    const char *cond = needed[_i];
     char *tmp = tu_mkdtemp(), in[1024], out[1024], want[256];
     snprintf(in, sizeof in, "%s/in.safetensors", tmp);
     snprintf(out, sizeof out, "%s/out.safetensors", tmp);
@@ -131,13 +136,64 @@ START_TEST(test_bad_inputs)
 }
 END_TEST
 
+/* a guidance input where the config has no guidance embedder is refused by name */
+static void add_tensor(const char *fixture, const char *path, const char *name)
+{
+    char ref[1024];
+    snprintf(ref, sizeof ref, "%s/ref.safetensors", tu_fixture(fixture));
+    rlx_weights *r = open_st(ref);
+    rlx_st_writer *w = rlx_st_writer_new();
+    rlx_diag d;
+    rlx_diag_init(&d);
+    for (size_t i = 0; i < rlx_weights_count(r); i++) {
+        const rlx_tensor_info *t = rlx_weights_at(r, i);
+        if (!strcmp(t->name, "output")) continue;
+        rlx_shape s;
+        float *v = read_f32(r, t->name, &s);
+        ck_assert_msg(rlx_st_writer_add(w, t->name, RLX_F32, &s, v, &d) == 0, "%s", d.msg);
+        free(v);
+    }
+    float g = 3.5f;
+    rlx_shape gs = {1, {1}};
+    ck_assert_msg(rlx_st_writer_add(w, name, RLX_F32, &gs, &g, &d) == 0, "%s", d.msg);
+    ck_assert_msg(rlx_st_writer_save(w, path, &d) == 0, "%s", d.msg);
+    rlx_st_writer_free(w);
+    rlx_weights_close(r);
+}
+
+START_TEST(test_no_guidance_input)
+{
+    const char *fx = _i ? "flux2-noguidance-tiny" : "flux1-tiny";
+    char *tmp = tu_mkdtemp(), in[1024], out[1024];
+    snprintf(in, sizeof in, "%s/in.safetensors", tmp);
+    snprintf(out, sizeof out, "%s/out.safetensors", tmp);
+    add_tensor(fx, in, "guidance");
+    tu_result r = forward(fx, in, out, "");
+    ck_assert_msg(r.status == 1, "%s: exit %d, expected 1", fx, r.status);
+    ck_assert_msg(strstr(r.err, "input tensor \"guidance\": not an input of this model") != NULL, "stderr: %s",
+                  r.err);
+    tu_result_free(&r);
+    if (_i) { /* FLUX.2 has no pooled text embedder either */
+        add_tensor(fx, in, "pooled_projections");
+        r = forward(fx, in, out, "");
+        ck_assert_msg(r.status == 1, "%s: exit %d, expected 1", fx, r.status);
+        ck_assert_msg(strstr(r.err, "input tensor \"pooled_projections\": not an input of this model") != NULL,
+                      "stderr: %s", r.err);
+        tu_result_free(&r);
+    }
+    tu_rmrf(tmp);
+    free(tmp);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("flux");
     TCase *c = tcase_create("parity");
     tcase_set_timeout(c, 300);
-    tcase_add_loop_test(c, test_forward_parity, 0, 4);
-    tcase_add_loop_test(c, test_bad_inputs, 0, 2);
+    tcase_add_loop_test(c, test_forward_parity, 0, 8);
+    tcase_add_loop_test(c, test_bad_inputs, 0, 4);
+    tcase_add_loop_test(c, test_no_guidance_input, 0, 2);
     suite_add_tcase(s, c);
     return s;
 }

@@ -1,5 +1,5 @@
 /* rlx-run: run models from the command line. Subcommands: generate (the default),
- * forward, tokenize, detokenize, chat. Exit status: 0 ok, 1 error (one line on stderr),
+ * forward, tokenize, detokenize, chat, diffuse. Exit status: 0 ok, 1 error (one line on stderr),
  * 2 bad usage. */
 #include <stdio.h>
 #include <string.h>
@@ -7,7 +7,7 @@
 #include "run_common.h"
 
 static const char usage[] =
-    "usage: rlx-run [generate|forward|tokenize|detokenize|chat] [options] (rlx-run SUBCOMMAND --help)";
+    "usage: rlx-run [generate|forward|tokenize|detokenize|chat|diffuse] [options] (rlx-run SUBCOMMAND --help)";
 
 static const char help[] =
     "usage: rlx-run [SUBCOMMAND] [options]\n"
@@ -16,6 +16,7 @@ static const char help[] =
     "  tokenize    text to token ids: rlx-run tokenize --help\n"
     "  detokenize  token ids to text: rlx-run detokenize --help\n"
     "  chat        interactive chat: rlx-run chat --help\n"
+    "  diffuse     FLUX text-to-image denoising loop: rlx-run diffuse --help\n"
     "With no subcommand (or options first), generate runs; with no arguments at all it\n"
     "generates text from the bundled demo model.\n\n";
 
@@ -34,6 +35,7 @@ static int run_cmd(int argc, char **argv)
     if (strcmp(cmd, "tokenize") == 0) return rlx_cmd_tokenize(argc - 2, argv + 2);
     if (strcmp(cmd, "detokenize") == 0) return rlx_cmd_detokenize(argc - 2, argv + 2);
     if (strcmp(cmd, "chat") == 0) return rlx_cmd_chat(argc - 2, argv + 2);
+    if (strcmp(cmd, "diffuse") == 0) return rlx_cmd_diffuse(argc - 2, argv + 2);
     fprintf(stderr, "rlx-run: unknown subcommand '%s'\n%s\n", cmd, usage);
     return 2;
 }

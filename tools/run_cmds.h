@@ -7,4 +7,5 @@ int rlx_cmd_forward(int argc, char **argv);    /* run_forward.c */
 int rlx_cmd_tokenize(int argc, char **argv);   /* run_tokenize.c */
 int rlx_cmd_detokenize(int argc, char **argv); /* run_tokenize.c */
 int rlx_cmd_chat(int argc, char **argv);       /* run_chat.c */
+int rlx_cmd_diffuse(int argc, char **argv);    /* run_diffuse.c */
 #endif

@@ -2,7 +2,8 @@
  * named input tensors, without a session (the KV cache is sized to the input), writing
  * every flow output. The pipeline has no batch dim: a leading batch dim B is run one row
  * at a time, each row its own pass with its own inputs (its attention_mask row, say), and
- * every output is stacked back to [B, ...]. */
+ * every output is stacked back to [B, ...]. rlx_model_forward_mem takes the inputs from
+ * memory and hands each output to a callback (a pipeline's loop). */
 #include "runtime/exec.h"
 #include "build/flow.h"
 #include <stdlib.h>
@@ -67,15 +68,27 @@ static int outputs_of(const rg_exec *e, int64_t B, fwd_out **out, uint32_t *n, r
     return 0;
 }
 
-RLX_API int rlx_model_forward(rlx_model *m, const rlx_weights *inputs, rlx_st_writer *outputs, rlx_diag *d)
+/* the given input tensors, by name */
+typedef struct fwd_given {
+    const rlx_tensor_info *const *t;
+    size_t n;
+} fwd_given;
+
+static const rlx_tensor_info *given_find(const fwd_given *g, const char *name)
 {
-    if (!m || !inputs || !outputs) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_model_forward: NULL argument");
+    for (size_t i = 0; i < g->n; i++)
+        if (!strcmp(g->t[i]->name, name)) return g->t[i];
+    return NULL;
+}
+
+static int forward(rlx_model *m, const fwd_given *inputs, rlx_output_sink sink, void *user, rlx_diag *d)
+{
     const rlx_flow *f = m->flow[0];
     char names[512], a[96];
     list_inputs(f, names, sizeof names);
-    size_t n_given = rlx_weights_count(inputs);
+    size_t n_given = inputs->n;
     for (size_t i = 0; i < n_given; i++) {
-        const rlx_tensor_info *t = rlx_weights_at(inputs, i);
+        const rlx_tensor_info *t = inputs->t[i];
         uint32_t k = 0;
         while (k < f->n_inputs && strcmp(f->inputs[k].name, t->name)) k++;
         if (k == f->n_inputs)
@@ -89,7 +102,7 @@ RLX_API int rlx_model_forward(rlx_model *m, const rlx_weights *inputs, rlx_st_wr
     const char *first = NULL;
     for (uint32_t k = 0; k < f->n_inputs; k++) {
         const rg_flow_input *fi = &f->inputs[k];
-        const rlx_tensor_info *t = rlx_weights_find(inputs, fi->name);
+        const rlx_tensor_info *t = given_find(inputs, fi->name);
         if (!t) continue;
         int64_t rows;
         rlx_shape s;
@@ -110,7 +123,7 @@ RLX_API int rlx_model_forward(rlx_model *m, const rlx_weights *inputs, rlx_st_wr
     if (S < 0) S = T;
     if (T < 1) {
         for (uint32_t k = 0; k < f->n_inputs; k++)
-            if (!rlx_weights_find(inputs, f->inputs[k].name) && !has_default(&f->inputs[k]))
+            if (!given_find(inputs, f->inputs[k].name) && !has_default(&f->inputs[k]))
                 return rlx_diag_set(d, RLX_ERR_INVALID, "missing input tensor \"%s\"", f->inputs[k].name);
         return rlx_diag_set(d, RLX_ERR_INVALID, "input tensors: no sequence length (inputs: %s)", names);
     }
@@ -127,7 +140,7 @@ RLX_API int rlx_model_forward(rlx_model *m, const rlx_weights *inputs, rlx_st_wr
             if (want.dims[j] == -1) want.dims[j] = T;
             else if (want.dims[j] == -2) want.dims[j] = S;
         size_t numel = (size_t)rlx_shape_numel(&want);
-        const rlx_tensor_info *t = rlx_weights_find(inputs, fi->name);
+        const rlx_tensor_info *t = given_find(inputs, fi->name);
         int64_t nrows = 0;
         rlx_shape s;
         int b = t ? batch_of(t, fi, &nrows, &s) : 0;
@@ -174,7 +187,7 @@ RLX_API int rlx_model_forward(rlx_model *m, const rlx_weights *inputs, rlx_st_wr
             s.dims[0] = B;
             s.ndim++;
         }
-        rc = rlx_st_writer_add(outputs, outs[i].name, outs[i].dtype, &s, outs[i].host, d);
+        rc = sink(user, outs[i].name, outs[i].dtype, &s, outs[i].host, d);
     }
     for (uint32_t i = 0; outs && i < n_outs; i++) free(outs[i].host);
     free(outs);
@@ -182,5 +195,46 @@ RLX_API int rlx_model_forward(rlx_model *m, const rlx_weights *inputs, rlx_st_wr
     free(bufs);
     free(row_bytes);
     free(io);
+    return rc;
+}
+
+static int to_writer(void *user, const char *name, int dtype, const rlx_shape *shape, const void *data, rlx_diag *d)
+{
+    return rlx_st_writer_add(user, name, dtype, shape, data, d);
+}
+
+RLX_API int rlx_model_forward(rlx_model *m, const rlx_weights *inputs, rlx_st_writer *outputs, rlx_diag *d)
+{
+    if (!m || !inputs || !outputs) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_model_forward: NULL argument");
+    size_t n = rlx_weights_count(inputs);
+    const rlx_tensor_info **t = calloc(n + 1, sizeof *t);
+    if (!t) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) t[i] = rlx_weights_at(inputs, i);
+    fwd_given g = {t, n};
+    int rc = forward(m, &g, to_writer, outputs, d);
+    free(t);
+    return rc;
+}
+
+RLX_API int rlx_model_forward_mem(rlx_model *m, const rlx_tensor_info *inputs, size_t n_inputs, rlx_output_sink sink,
+                                  void *user, rlx_diag *d)
+{
+    if (!m || (!inputs && n_inputs) || !sink)
+        return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_model_forward_mem: NULL argument");
+    const rlx_tensor_info **t = calloc(n_inputs + 1, sizeof *t);
+    if (!t) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n_inputs; i++) {
+        t[i] = &inputs[i];
+        int64_t numel = rlx_shape_numel(&inputs[i].shape);
+        if (!inputs[i].name || !inputs[i].data || inputs[i].dtype < 0 || inputs[i].dtype >= RLX_DTYPE_COUNT ||
+            numel < 0 || inputs[i].nbytes != (size_t)numel * rlx_dtype_size(inputs[i].dtype)) {
+            free(t);
+            return rlx_diag_set(d, RLX_ERR_INVALID, "input tensor \"%s\": data, dtype and nbytes do not agree",
+                                inputs[i].name ? inputs[i].name : "(null)");
+        }
+    }
+    fwd_given g = {t, n_inputs};
+    int rc = forward(m, &g, sink, user, d);
+    free(t);
     return rc;
 }

@@ -236,6 +236,14 @@ int rlx_session_decode(rlx_session *s, int32_t id, float *logits, rlx_diag *d);
 /* One forward pass with named inputs (a safetensors file's tensors) to named outputs
  * (HF names: logits, last_hidden_state, ...). */
 int rlx_model_forward(rlx_model *m, const rlx_weights *inputs, rlx_st_writer *outputs, rlx_diag *d);
+/* The same with the inputs in memory (name, dtype, shape, data, nbytes of each; read
+ * during the call) and each output handed to sink (data valid during the callback; a
+ * nonzero return stops the pass and is returned). For loops that call a model many times
+ * (a diffusion pipeline's denoising steps): the compiled program is reused. */
+typedef int (*rlx_output_sink)(void *user, const char *name, int dtype, const rlx_shape *shape,
+                               const void *data, rlx_diag *d);
+int rlx_model_forward_mem(rlx_model *m, const rlx_tensor_info *inputs, size_t n_inputs, rlx_output_sink sink,
+                          void *user, rlx_diag *d);
 
 /* ---- graph area additions: compile a flow built in code, without a model folder ---- */
 typedef struct rlx_model_spec {

@@ -17,11 +17,16 @@ typedef struct flux_dims {
     int n_axes;
     int64_t axes[FLUX_MAX_AXES];
     double theta;
+    int guidance;      /* guidance_embeds: a guidance input and embedder */
+    int64_t pooled;    /* pooled_projection_dim (FLUX.1's text embedder); 0: none */
+    int64_t time_ch;   /* sinusoid channels of the timestep / guidance embedders */
+    int64_t out;       /* proj_out features: patch_size² · (out_channels or in_channels) */
 } flux_dims;
 
 extern const rlx_block blk_flux_embed, blk_flux_double_block, blk_flux_single_blocks, blk_flux_output;
 
-/* the model's dims from config.json; fails naming the key */
+/* the model's dims from config.json (diffusers' class defaults for absent keys); fails
+ * naming the key */
 int flux_dims_read(const blk_em *e, flux_dims *fd);
 /* prefix+suffix weight (and its optional prefix+bias) as a linear layer */
 int32_t flux_linear(const blk_em *e, int32_t x, const char *prefix, const char *base, int64_t n);

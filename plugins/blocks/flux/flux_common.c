@@ -6,9 +6,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* an integer key of the stage's config.json, def when absent; fails naming it */
+static int cfg_int(const blk_em *e, const rlx_config *src, const char *key, int64_t def, int64_t *out)
+{
+    rlx_diag d = {(uint32_t)sizeof d, 0, {0}};
+    *out = def;
+    if (src && e->h->config_int(src, key, def, out, &d) != 0)
+        return e->h->fail(e->c, "%s: %s", e->who, d.msg);
+    return 0;
+}
+
 int flux_dims_read(const blk_em *e, flux_dims *fd)
 {
     const rlx_model_config *cfg = e->h->model_config(e->c);
+    const rlx_config *src = e->h->ctx_config ? e->h->ctx_config(e->c) : NULL;
     fd->flux2 = strncmp(cfg->architecture, "Flux2", 5) == 0;
     fd->heads = cfg->num_heads;
     fd->head_dim = cfg->head_dim;
@@ -16,20 +27,43 @@ int flux_dims_read(const blk_em *e, flux_dims *fd)
     fd->mlp = cfg->intermediate_size;
     fd->eps = cfg->norm_eps > 0 ? cfg->norm_eps : 1e-6;
     fd->theta = cfg->rope_theta;
+    fd->pooled = fd->flux2 ? 0 : cfg->pooled_dim;
     if (fd->heads <= 0 || fd->head_dim <= 0 || fd->D != fd->heads * fd->head_dim || fd->mlp <= 0)
         return e->h->fail(e->c, "%s: config.json: num_attention_heads / attention_head_dim / mlp_ratio "
                           "give no valid dims", e->who);
+    fd->guidance = fd->flux2;
+    if (src) {
+        rlx_diag d = {(uint32_t)sizeof d, 0, {0}};
+        if (e->h->config_bool(src, "guidance_embeds", fd->flux2, &fd->guidance, &d) != 0)
+            return e->h->fail(e->c, "%s: %s", e->who, d.msg);
+    }
+    int64_t ch = 256, out = 0, patch = 1;
+    if (fd->flux2 && cfg_int(e, src, "timestep_guidance_channels", 256, &ch)) return RLX_ERR_INVALID;
+    if (cfg_int(e, src, "out_channels", cfg->in_channels, &out) || cfg_int(e, src, "patch_size", 1, &patch))
+        return RLX_ERR_INVALID;
+    if (ch <= 0 || ch % 2 || out <= 0 || patch <= 0)
+        return e->h->fail(e->c, "%s: config.json: timestep_guidance_channels / out_channels / patch_size give "
+                          "no valid dims", e->who);
+    fd->time_ch = ch;
+    fd->out = patch * patch * out;
+    /* axes_dims_rope, diffusers' defaults when absent */
+    static const int64_t def1[] = {16, 56, 56}, def2[] = {32, 32, 32, 32};
     int64_t sum = 0;
     fd->n_axes = 0;
-    for (int a = 0; a < FLUX_MAX_AXES; a++) {
-        char key[32];
-        double v;
-        snprintf(key, sizeof key, "axes_dims_rope.%d", a);
-        if (e->h->config_number(e->c, key, &v) != 0) break;
-        if (v <= 0 || v != floor(v) || (int64_t)v % 2)
-            return e->h->fail(e->c, "%s: config.json: %s = %g is not a positive even integer", e->who, key, v);
-        fd->axes[fd->n_axes++] = (int64_t)v;
-        sum += (int64_t)v;
+    if (!src || e->h->config_len(src, "axes_dims_rope") < 0) {
+        fd->n_axes = fd->flux2 ? 4 : 3;
+        for (int a = 0; a < fd->n_axes; a++) sum += fd->axes[a] = fd->flux2 ? def2[a] : def1[a];
+    } else {
+        for (int a = 0; a < FLUX_MAX_AXES; a++) {
+            char key[32];
+            double v;
+            snprintf(key, sizeof key, "axes_dims_rope.%d", a);
+            if (e->h->config_number(e->c, key, &v) != 0) break;
+            if (v <= 0 || v != floor(v) || (int64_t)v % 2)
+                return e->h->fail(e->c, "%s: config.json: %s = %g is not a positive even integer", e->who, key, v);
+            fd->axes[fd->n_axes++] = (int64_t)v;
+            sum += (int64_t)v;
+        }
     }
     if (fd->n_axes == 0 || sum != fd->head_dim)
         return e->h->fail(e->c, "%s: config.json: axes_dims_rope must sum to attention_head_dim %lld", e->who,

@@ -57,7 +57,7 @@ static int double_block(rlx_ctx *c, const rlx_host_api *h)
         if (s[i].x < 0) return RLX_ERR_INVALID;
         if (fd.flux2) s[i].mod = blk_slot(&e, i ? "flux.mod.img" : "flux.mod.txt");
         else if (named(&e, p, pre, s[i].norm1) == 0) s[i].mod = flux_mod_linear(&e, p, 6 * D);
-        xn[i] = flux_modulate(&e, s[i].x, flux_chunk(&e, s[i].mod, 0, D), flux_chunk(&e, s[i].mod, 1, D), 1e-6);
+        xn[i] = flux_modulate(&e, s[i].x, flux_chunk(&e, s[i].mod, 0, D), flux_chunk(&e, s[i].mod, 1, D), fd.eps);
         if (named(&e, p, pre, s[i].q) < 0) return RLX_ERR_INVALID;
         q[i] = named(&e, n, pre, s[i].nq) < 0 ? -1 : flux_qk(&e, &fd, flux_linear(&e, xn[i], p, "", D), n, 0);
         if (named(&e, p, pre, s[i].k) < 0) return RLX_ERR_INVALID;
@@ -86,7 +86,7 @@ static int double_block(rlx_ctx *c, const rlx_host_api *h)
         if (a < 0 || named(&e, p, pre, s[i].out) < 0) return RLX_ERR_INVALID;
         a = flux_linear(&e, a, p, "", D);
         int32_t x = blk_op2(&e, "rlx.add", s[i].x, blk_op2(&e, "rlx.mul", a, flux_chunk(&e, s[i].mod, 2, D)));
-        int32_t m = flux_modulate(&e, x, flux_chunk(&e, s[i].mod, 3, D), flux_chunk(&e, s[i].mod, 4, D), 1e-6);
+        int32_t m = flux_modulate(&e, x, flux_chunk(&e, s[i].mod, 3, D), flux_chunk(&e, s[i].mod, 4, D), fd.eps);
         if (named(&e, p, pre, s[i].ff) < 0) return RLX_ERR_INVALID;
         m = ffn(&e, &fd, m, p);
         x = blk_op2(&e, "rlx.add", x, blk_op2(&e, "rlx.mul", m, flux_chunk(&e, s[i].mod, 5, D)));

@@ -1,7 +1,8 @@
 /* flux.embed: the inputs of the FLUX transformers into the slots the blocks share.
  *   hidden = x_embedder(hidden_states), context = context_embedder(encoder_hidden_states)
- *   temb = timestep_embedder(sinusoid(1000·timestep)) + text_embedder(pooled_projections)
- *          (FLUX.1) | + guidance_embedder(sinusoid(1000·guidance)) (FLUX.2)
+ *   temb = timestep_embedder(sinusoid(1000·timestep))
+ *          [+ guidance_embedder(sinusoid(1000·guidance))]   where guidance_embeds is true
+ *          [+ text_embedder(pooled_projections)]            FLUX.1 (pooled_projection_dim)
  *   flux.pos.{a} = column a of cat(txt_ids, img_ids), as I32 (FLUX pipelines give integer
  *   ids; a fractional id would be truncated)
  * FLUX.2 also computes its shared modulations once (flux.mod.img/txt/single). */
@@ -85,21 +86,18 @@ static int embed(rlx_ctx *c, const rlx_host_api *h)
     blk_em e = {c, h, "flux.embed"};
     flux_dims fd;
     if (flux_dims_read(&e, &fd)) return RLX_ERR_INVALID;
-    double ch = fd.flux2 ? 256 : 256, ge = 0;
-    if (fd.flux2) h->config_number(c, "timestep_guidance_channels", &ch);
-    if (!fd.flux2 && h->config_number(c, "guidance_embeds", &ge) == 0 && ge != 0)
-        return h->fail(c, "flux.embed: config.json: guidance_embeds (FLUX.1-dev's guidance input) is not "
-                       "supported yet");
-    if (ch <= 0 || ch != floor(ch) || (int64_t)ch % 2)
-        return h->fail(c, "flux.embed: config.json: timestep_guidance_channels %g is not a positive even integer", ch);
-    int64_t D = fd.D;
-    int32_t temb;
-    if (fd.flux2) {
-        temb = blk_op2(&e, "rlx.add", time_embed(&e, "timestep", (int64_t)ch, "time_guidance_embed.timestep_embedder.", D),
-                       time_embed(&e, "guidance", (int64_t)ch, "time_guidance_embed.guidance_embedder.", D));
-    } else {
-        temb = blk_op2(&e, "rlx.add", time_embed(&e, "timestep", 256, "time_text_embed.timestep_embedder.", D),
-                       text_embed(&e, "time_text_embed.text_embedder.", D));
+    int64_t D = fd.D, ch = fd.time_ch;
+    const char *pre = fd.flux2 ? "time_guidance_embed." : "time_text_embed.";
+    char name[BLK_NAME_MAX];
+    if (blk_join(&e, name, pre, "timestep_embedder.") < 0) return RLX_ERR_INVALID;
+    int32_t temb = time_embed(&e, "timestep", ch, name, D);
+    if (fd.guidance) {
+        if (blk_join(&e, name, pre, "guidance_embedder.") < 0) return RLX_ERR_INVALID;
+        temb = blk_op2(&e, "rlx.add", temb, time_embed(&e, "guidance", ch, name, D));
+    }
+    if (fd.pooled > 0) {
+        if (blk_join(&e, name, pre, "text_embedder.") < 0) return RLX_ERR_INVALID;
+        temb = blk_op2(&e, "rlx.add", temb, text_embed(&e, name, D));
     }
     if (set(&e, "temb", temb)) return RLX_ERR_INVALID;
     if (set(&e, "hidden", flux_linear(&e, blk_slot(&e, "hidden_states"), "x_embedder.", "", D)) ||
@@ -115,7 +113,7 @@ static int embed(rlx_ctx *c, const rlx_host_api *h)
 
 const rlx_block blk_flux_embed = {
     (uint32_t)RLX_STRUCT_SIZE(rlx_block, emit), "flux.embed",
-    "FLUX.1/FLUX.2 inputs: x/context embedders, timestep (+ pooled text | guidance) conditioning, rope ids",
+    "FLUX.1/FLUX.2 inputs: x/context embedders, timestep (+ guidance, + pooled text) conditioning, rope ids",
     "none (reads the flow inputs hidden_states, encoder_hidden_states, timestep, img_ids, txt_ids, "
-    "pooled_projections | guidance; writes hidden, context, temb, flux.pos.{a}, flux.mod.*)",
+    "pooled_projections (FLUX.1), guidance (guidance_embeds); writes hidden, context, temb, flux.pos.{a}, flux.mod.*)",
     embed};

@@ -1,5 +1,6 @@
 /* flux.output: AdaLayerNormContinuous (norm_out: linear(silu(temb)) = scale, shift — scale
- * first) of the image tokens, then proj_out -> the flow output "output" [T, C]. */
+ * first) of the image tokens, then proj_out -> the flow output "output"
+ * [T, patch_size² · out_channels]. */
 #include "flux_blocks.h"
 
 static int output(rlx_ctx *c, const rlx_host_api *h)
@@ -9,8 +10,8 @@ static int output(rlx_ctx *c, const rlx_host_api *h)
     if (flux_dims_read(&e, &fd)) return RLX_ERR_INVALID;
     int32_t mod = flux_mod_linear(&e, "norm_out.linear.", 2 * fd.D);
     int32_t x = flux_modulate(&e, blk_slot(&e, "hidden"), flux_chunk(&e, mod, 1, fd.D), flux_chunk(&e, mod, 0, fd.D),
-                              1e-6);
-    x = flux_linear(&e, x, "proj_out.", "", -1);
+                              fd.eps);
+    x = flux_linear(&e, x, "proj_out.", "", fd.out);
     if (x < 0) return RLX_ERR_INVALID;
     return h->emit_output(c, h->param_str(c, "output", "output"), x) == 0 ? 0 : RLX_ERR_INVALID;
 }

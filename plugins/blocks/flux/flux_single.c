@@ -18,7 +18,7 @@ static int32_t block(const blk_em *e, const flux_dims *fd, int32_t x, const char
     int32_t mod;
     if (fd->flux2) mod = blk_slot(e, "flux.mod.single");
     else mod = blk_join(e, p, pre, "norm.linear.") < 0 ? -1 : flux_mod_linear(e, p, 3 * D);
-    int32_t xn = flux_modulate(e, x, flux_chunk(e, mod, 0, D), flux_chunk(e, mod, 1, D), 1e-6);
+    int32_t xn = flux_modulate(e, x, flux_chunk(e, mod, 0, D), flux_chunk(e, mod, 1, D), fd->eps);
     int32_t q, k, v, mlp;
     if (fd->flux2) {
         if (blk_join(e, p, pre, "attn.to_qkv_mlp_proj.") < 0) return -1;
