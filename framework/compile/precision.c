@@ -150,7 +150,7 @@ int rg_pass_casts(rg_graph *g, const rlx_backend *be, int must, rg_stats *st, rl
         }
         uint32_t pos = n->pos;
         const char *where = n->where;
-        for (uint32_t j = 0; j < n->n_in && !rc; j++) {
+        for (uint32_t j = 0; j < g->nodes[i].n_in && !rc; j++) { /* n dangles once add_cast grows the nodes */
             int32_t v = g->nodes[i].in[j];
             if (v < 0 || !is_float(g->values[v].dtype) || g->values[v].dtype == RLX_F32) continue;
             int32_t c = add_cast(g, v, RLX_F32, pos, where, -1);
