@@ -5,21 +5,10 @@
 #include "testutil.h"
 #include "tp_files.h"
 #include <check.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static double rel_l2(const float *a, const float *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        den += (double)b[i] * b[i];
-    }
-    return sqrt(num / den);
-}
 
 START_TEST(recipe_1_0_runs)
 {
@@ -60,7 +49,7 @@ START_TEST(recipe_1_0_runs)
     rlx_session *s = NULL;
     ck_assert_msg(rlx_session_new(m, 0, &s, &d) == 0, "%s", d.msg);
     ck_assert_msg(rlx_session_prefill(s, ids, (int64_t)t, got, NULL, &d) == 0, "%s", d.msg);
-    double e = rel_l2(got, want, n);
+    double e = tu_rel_l2(got, want, n);
     ck_assert_msg(e < 1e-4, "1.0 recipe: rel L2 %g", e);
     rlx_session_free(s);
     rlx_model_close(m);

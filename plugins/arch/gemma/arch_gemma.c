@@ -59,7 +59,7 @@ static const rlx_config_defaults gemma3_defaults = {
 static int num_or(const rlx_config *src, const char *key, double def, double *out, const rlx_host_api *host,
                   rlx_diag *d)
 {
-    return host->config_num(src, key, 0, out, d) || (!host->config_has(src, key) && (*out = def, 0));
+    return host->config_num(src, key, host->config_has(src, key) ? 0 : def, out, d);
 }
 
 static int configure(const rlx_config *src, rlx_model_config *cfg, const rlx_host_api *host, rlx_diag *d)
