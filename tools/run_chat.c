@@ -79,6 +79,7 @@ typedef struct chat {
     float *logits;
     int64_t vocab, ctx;
     size_t reused, prefilled; /* prompt tokens taken from the cache / run, all turns */
+    size_t last_prompt;       /* tokens of the last turn's rendering */
 } chat;
 
 static void chat_free(chat *c)
@@ -189,6 +190,7 @@ static int feed_prompt(chat *c, const int32_t *ids, size_t n, rlx_diag *d)
     for (size_t i = common; i < n; i++)
         if (push_cached(c, ids[i])) return run_error("out of memory");
     c->prefilled += n - common;
+    c->last_prompt = n;
     return 0;
 }
 
@@ -353,8 +355,8 @@ static int run(const chat_args *a, chat *c, rlx_diag *d)
     free(line);
     const char *lv = getenv("RLX_LOG");
     if (lv && (!strcmp(lv, "info") || !strcmp(lv, "debug")))
-        fprintf(stderr, "rlx-run: chat: prompt tokens reused from the cache %zu, prefilled %zu\n",
-                c->reused, c->prefilled);
+        fprintf(stderr, "rlx-run: chat: prompt tokens reused from the cache %zu, prefilled %zu; last prompt %zu\n",
+                c->reused, c->prefilled, c->last_prompt);
     return rc;
 }
 

@@ -93,6 +93,23 @@ static const rlx_tensor_info *given_find(const fwd_given *g, const char *name)
     return NULL;
 }
 
+/* whether a node of e reads input name (directly or through a reshape of it) */
+static int read_by_program(const rg_exec *e, const char *name)
+{
+    const rlx_value_desc *vd = rg_exec_find_io(e, name, 0);
+    if (!vd) return 0;
+    const rg_plan *p = &e->plan;
+    int32_t vi = (int32_t)(vd - p->values);
+    for (uint32_t i = 0; i < p->n_nodes; i++)
+        for (uint32_t j = 0; j < p->nodes[i].n_inputs; j++) {
+            int32_t id = p->nodes[i].inputs[j];
+            for (int hops = 0; id >= 0 && hops < 64 && p->values[id].kind == RLX_VALUE_ALIAS; hops++)
+                id = p->values[id].alias_of;
+            if (id == vi) return 1;
+        }
+    return 0;
+}
+
 static int forward(rlx_model *m, const fwd_given *inputs, rlx_output_sink sink, void *user, rlx_diag *d)
 {
     const rlx_flow *f = m->flow[0];
@@ -189,7 +206,7 @@ static int forward(rlx_model *m, const fwd_given *inputs, rlx_output_sink sink, 
     if (!rc) rc = rg_model_exec(m, m->encoder ? RLX_PHASE_ENCODE : RLX_PHASE_PREFILL, T, S, &e, d);
     /* a given tensor the compiled program never reads would be silently ignored */
     for (size_t i = 0; i < n_given && !rc; i++)
-        if (!rg_exec_find_io(e, inputs->t[i]->name, 0))
+        if (!read_by_program(e, inputs->t[i]->name))
             rc = rlx_diag_set(d, RLX_ERR_INVALID, "input tensor \"%s\": declared by the flow but read by none of "
                               "its stages, so it would be ignored", inputs->t[i]->name);
     if (!rc) rc = outputs_of(e, B, &outs, &n_outs, d);
