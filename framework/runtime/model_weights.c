@@ -3,6 +3,7 @@
  * or bf16): used in place when stored so and the backend reads host memory, else
  * converted once; uploaded once when the backend does not read host memory. */
 #include "runtime/model.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,8 +56,11 @@ int rg_model_weight_as(rlx_model *m, const char *name, int dtype, const rg_weigh
         if (host) w->ptr = (void *)t->data;
         else rc = upload(m, w, t->data, bytes, d);
     } else {
-        w->owned = malloc(bytes ? bytes : 4);
-        if (!w->owned)
+        char what[600];
+        snprintf(what, sizeof what, "tensor %s converted to %s", name, rlx_dtype_name(dtype));
+        rc = rlx__mem_check(what, bytes, d); /* a conversion is host memory before any upload */
+        if (!rc) w->owned = malloc(bytes ? bytes : 4);
+        if (!rc && !w->owned)
             rc = rlx_diag_set(d, RLX_ERR_NOMEM, "tensor %s: out of memory converting it to %s", name, rlx_dtype_name(dtype));
         if (!rc) rc = rlx_weights_read(t, dtype, w->owned, numel, d);
         if (!rc && host) w->ptr = w->owned;
