@@ -1,7 +1,8 @@
 /* rlx-run diffuse (the FLUX denoising loop) against diffusers: flux1-denoise is 3 Euler
  * steps of flux1-guidance-tiny (guidance 3.5) from its init_latents with FluxPipeline's
  * schedule; rlx-run diffuse --init-latents … --latents-out … with --height 48 --width 64
- * (no --vae: s = 8, a 3 × 4 token grid) must give its latents within 1e-4 rel L2. Also:
+ * (no --vae: s = 8, a 3 × 4 token grid) must give its latents within 1e-4 rel L2, also with
+ * FLUX.1-dev's scheduler_config.json given by --scheduler. Also:
  * seeded noise is reproducible, bad usage / missing inputs fail with one line, and a full
  * run through a VAE writes a PNG of the requested size (random-weight transformer and VAE
  * with matching shapes, written here: the tiny fixtures' shapes do not chain). */
@@ -66,11 +67,20 @@ START_TEST(test_denoise_parity)
 {
     files f;
     setup_files(&f);
-    char args[8192];
+    char args[8192], sched[2048] = "";
+    if (_i == 2) { /* FLUX.1-dev's scheduler_config.json given explicitly */
+        char fx[1024], path[1024];
+        snprintf(fx, sizeof fx, "%s/flux-schedule.json", tu_fixture("."));
+        json_t *root = pu_load_json(fx);
+        snprintf(path, sizeof path, "%s/scheduler_config.json", f.tmp);
+        ck_assert_int_eq(json_dump_file(json_object_get(root, "scheduler_config"), path, 0), 0);
+        json_decref(root);
+        snprintf(sched, sizeof sched, " --scheduler '%s'", path);
+    }
     snprintf(args, sizeof args,
              "--text-embeddings '%s' --pooled '%s' --steps 3 --guidance 3.5 --seed 0 --height 48 --width 64 "
-             "--init-latents '%s' --latents-out '%s'%s",
-             f.text, f.pooled, f.init, f.out, _i ? " --policy fusable --threads 2" : "");
+             "--init-latents '%s' --latents-out '%s'%s%s",
+             f.text, f.pooled, f.init, f.out, _i == 1 ? " --policy fusable --threads 2" : "", sched);
     tu_result r = diffuse(args);
     ck_assert_msg(r.status == 0, "diffuse exited %d: %s", r.status, r.err);
     tu_result_free(&r);
@@ -83,7 +93,7 @@ START_TEST(test_denoise_parity)
                       so.dims[2] == sr.dims[2],
                   "latents shape differs from the reference");
     double e = tu_rel_l2(got, want, (size_t)rlx_shape_numel(&sr));
-    printf("flux1-denoise (3 steps)%s: latents rel L2 %.3g\n", _i ? " fusable" : "", e);
+    printf("flux1-denoise (3 steps)%s: latents rel L2 %.3g\n", _i == 1 ? " fusable" : _i ? " --scheduler" : "", e);
     ck_assert_msg(e < 1e-4, "flux1-denoise: latents rel L2 %.3g >= 1e-4", e);
     free(got);
     free(want);
@@ -160,6 +170,19 @@ START_TEST(test_bad_usage)
     snprintf(args, sizeof args, "--text-embeddings '%s' --steps 0 --latents-out '%s'", f.text, f.out);
     r = diffuse(args);
     ck_assert_msg(r.status == 2, "exit %d: %s", r.status, r.err);
+    tu_result_free(&r);
+    /* a scheduler option this schedule does not implement: named with its file */
+    char bad[1024];
+    snprintf(bad, sizeof bad, "%s/scheduler_config.json", f.tmp);
+    FILE *sf = fopen(bad, "w");
+    ck_assert_ptr_nonnull(sf);
+    fputs("{\"_class_name\": \"FlowMatchEulerDiscreteScheduler\", \"use_karras_sigmas\": true}", sf);
+    ck_assert_int_eq(fclose(sf), 0);
+    snprintf(args, sizeof args, "--text-embeddings '%s' --pooled '%s' --steps 1 --height 48 --width 64 "
+             "--scheduler '%s' --latents-out '%s'", f.text, f.pooled, bad, f.out);
+    r = diffuse(args);
+    ck_assert_msg(r.status == 1 && strstr(r.err, "scheduler_config.json: use_karras_sigmas: only false is supported"),
+                  "exit %d: %s", r.status, r.err);
     tu_result_free(&r);
     ck_assert_msg(access(f.out, F_OK) != 0, "a failed run wrote %s", f.out);
     tu_rmrf(f.tmp);
@@ -288,7 +311,7 @@ static Suite *suite(void)
     Suite *s = suite_create("flux_diffuse");
     TCase *c = tcase_create("diffuse");
     tcase_set_timeout(c, 300);
-    tcase_add_loop_test(c, test_denoise_parity, 0, 2);
+    tcase_add_loop_test(c, test_denoise_parity, 0, 3);
     tcase_add_test(c, test_seeded_noise);
     tcase_add_test(c, test_bad_usage);
     tcase_add_test(c, test_png);
