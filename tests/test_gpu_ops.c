@@ -812,6 +812,18 @@ static void bench(gpu *g)
         tfree(&v);
         tfree(&o);
     }
+    /* the FLUX VAE's widest conv: 512 -> 512 channels, 3x3, on a 128x128 latent (1024 px) */
+    tens cx = rand_f(3, 512, 128, 128, 1), cw = rand_4(512, 512, 3, 3, 0.05), cb = rand_f(1, 512, 0, 0, 1),
+         cy = mk(RLX_F32, 3, 512, 128, 128);
+    tens ci[3] = {cx, cw, cb};
+    rlx_attr pad = RLX_ATTR_I("padding", 1);
+    t = time_node(g, "rlx.conv2d", ci, 3, &cy, &pad, 1, 10);
+    printf("BENCH %-6s conv2d 512->512 3x3 on 128x128: %.3f ms, %.0f GFLOP/s\n", g->label, t * 1e3,
+           2.0 * 512 * 512 * 9 * 128 * 128 / t * 1e-9);
+    tfree(&cx);
+    tfree(&cw);
+    tfree(&cb);
+    tfree(&cy);
 }
 
 /* ---------------------------------------------------------------- main */

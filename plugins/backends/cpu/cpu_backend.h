@@ -79,7 +79,7 @@ typedef struct cpu_node {
     size_t scratch_floats; /* per worker */
     size_t shared_floats;  /* one buffer shared by the node's tasks (16-bit operands in f32) */
     int32_t dt[4];         /* dtypes of the operands a kernel converts (x, w, w2 / q, k, v, out) */
-    cpu_conv cv;           /* conv2d, group_norm (C, groups), upsample (C, H, W, sh) */
+    cpu_conv cv;           /* conv2d; group_norm (H: values per channel); upsample (sh: scale) */
 } cpu_node;
 
 /* What an op needs at compile time: checks the node and fills nd (returns 0 or fails d). */
