@@ -39,6 +39,12 @@ struct rlx_flow {
     const rlx_config *config; /* the model's raw config while a recipe builds it (borrowed) */
 };
 
+/* an optional I32 input of shape []: its value is compiled in (RLX_FILL_OPTIONAL) */
+static inline int rg_flow_input_scalar(const rg_flow_input *fi)
+{
+    return fi->fill == RLX_FILL_OPTIONAL && fi->dtype == RLX_I32 && fi->ndim == 0;
+}
+
 /* A `when` condition, parsed: [!]phase=P | [!]config:KEY | [!]layer=N | [!]layer=A..B |
  * [!]layer=A.. | [!]layer%M=R, where layer is the innermost repeat's index ({i}). */
 enum { FC_PHASE, FC_CONFIG, FC_LAYER };
