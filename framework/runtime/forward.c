@@ -145,14 +145,11 @@ static int forward(rlx_model *m, const fwd_given *inputs, rlx_output_sink sink, 
             if (fi->dims[j] == -2) S = s.dims[j];
     }
     /* a length no input that takes part has is 1 (SAM without points) */
-    int wants_T = 0, wants_S = 0;
+    int wants_T = 0;
     for (uint32_t k = 0; k < f->n_inputs; k++)
-        for (uint32_t j = 0; j < f->inputs[k].ndim && !(k < RG_VARIANT_INPUTS && (var.absent >> k & 1u)); j++) {
+        for (uint32_t j = 0; j < f->inputs[k].ndim && !(k < RG_VARIANT_INPUTS && (var.absent >> k & 1u)); j++)
             wants_T |= f->inputs[k].dims[j] == -1;
-            wants_S |= f->inputs[k].dims[j] == -2;
-        }
     if (!wants_T) T = 1;
-    if (!wants_S && S < 0) S = 1;
     if (S < 0) S = T;
     if (T < 1) {
         for (uint32_t k = 0; k < f->n_inputs; k++)

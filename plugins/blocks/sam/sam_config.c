@@ -2,6 +2,7 @@
  * SamMaskDecoderConfig defaults where a key is absent, then the checks every block
  * relies on (sizes that divide, embedding sizes that agree). */
 #include "sam_config.h"
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -60,9 +61,17 @@ static void act_of(rd *r, const char *key, const char *def, char *out)
                                   "%s: \"%s\" is not supported (gelu, relu, gelu_pytorch_tanh, silu)", key, out);
 }
 
-static void need(rd *r, int ok, const char *fmt, const char *a, long long x, long long y)
+/* fails with the message unless ok */
+static void need(rd *r, int ok, const char *fmt, ...) RLX_PRINTF(3, 4);
+static void need(rd *r, int ok, const char *fmt, ...)
 {
-    if (!r->rc && !ok) r->rc = r->h->config_fail(r->src, r->d, RLX_ERR_INVALID, fmt, a, x, y);
+    if (r->rc || ok) return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    r->rc = r->h->config_fail(r->src, r->d, RLX_ERR_INVALID, "%s", msg);
 }
 
 /* global_attn_indexes: layer indexes in [0, layers) (default 2, 5, 8, 11) */
@@ -104,12 +113,12 @@ int sam_dims_read(const rlx_config *src, const rlx_host_api *h, sam_dims *s, rlx
     s->pos_feats = size_of(&r, "vision_config.num_pos_feats", 128);
     double ratio = 4.0;
     if (!r.rc) r.rc = h->config_num(src, "vision_config.mlp_ratio", 4.0, &ratio, d);
-    need(&r, ratio > 0 && ratio <= 64, "%s: expected a ratio in (0, 64]%.0lld%.0lld", "vision_config.mlp_ratio", 0, 0);
+    need(&r, ratio > 0 && ratio <= 64, "%s: expected a ratio in (0, 64]", "vision_config.mlp_ratio");
     s->v_mlp = size_of(&r, "vision_config.mlp_dim", (int64_t)(s->v_hidden * ratio));
     int64_t w = 14;
     if (!r.rc) r.rc = h->config_int(src, "vision_config.window_size", 14, &w, d);
-    need(&r, w >= 0 && w <= SAM_MAX_DIM, "%s: expected 0 (none) to a size, got %lld%.0lld", "vision_config.window_size",
-         w, 0);
+    need(&r, w >= 0 && w <= SAM_MAX_DIM, "%s: expected 0 (none) to a size, got %lld", "vision_config.window_size",
+         (long long)w);
     s->window = w;
     s->qkv_bias = flag_of(&r, "vision_config.qkv_bias", 1);
     s->abs_pos = flag_of(&r, "vision_config.use_abs_pos", 1);
@@ -117,11 +126,11 @@ int sam_dims_read(const rlx_config *src, const rlx_host_api *h, sam_dims *s, rlx
     s->v_eps = eps_of(&r, "vision_config.layer_norm_eps", 1e-6);
     act_of(&r, "vision_config.hidden_act", "gelu", s->v_act);
     need(&r, s->v_layers <= RLX_MAX_LAYERS, "%s: %lld layers, at most %lld supported", "vision_config.num_hidden_layers",
-         s->v_layers, RLX_MAX_LAYERS);
+         (long long)s->v_layers, (long long)RLX_MAX_LAYERS);
     need(&r, s->v_hidden % s->v_heads == 0, "%s: %lld is not a multiple of num_attention_heads %lld",
-         "vision_config.hidden_size", s->v_hidden, s->v_heads);
+         "vision_config.hidden_size", (long long)s->v_hidden, (long long)s->v_heads);
     need(&r, s->image % s->patch == 0, "%s: %lld is not a multiple of patch_size %lld", "vision_config.image_size",
-         s->image, s->patch);
+         (long long)s->image, (long long)s->patch);
     if (!r.rc) globals(&r, s);
 
     s->p_hidden = size_of(&r, "prompt_encoder_config.hidden_size", 256);
@@ -133,15 +142,15 @@ int sam_dims_read(const rlx_config *src, const rlx_host_api *h, sam_dims *s, rlx
     s->p_eps = eps_of(&r, "prompt_encoder_config.layer_norm_eps", 1e-6);
     act_of(&r, "prompt_encoder_config.hidden_act", "gelu", s->p_act);
     need(&r, s->emb == s->image / s->patch, "%s: %lld, but the vision encoder gives %lld",
-         "prompt_encoder_config.image_embedding_size", s->emb, s->image / s->patch);
+         "prompt_encoder_config.image_embedding_size", (long long)s->emb, (long long)(s->image / s->patch));
     need(&r, s->p_hidden == s->v_out, "%s: %lld, vision_config.output_channels is %lld",
-         "prompt_encoder_config.hidden_size", s->p_hidden, s->v_out);
-    need(&r, s->n_point_embed >= 4, "%s: %lld, SAM needs 4 (2 labels, 2 box corners)%.0lld",
-         "prompt_encoder_config.num_point_embeddings", s->n_point_embed, 0);
-    need(&r, s->mask_ch % 4 == 0, "%s: %lld is not a multiple of 4%.0lld", "prompt_encoder_config.mask_input_channels",
-         s->mask_ch, 0);
+         "prompt_encoder_config.hidden_size", (long long)s->p_hidden, (long long)s->v_out);
+    need(&r, s->n_point_embed >= 4, "%s: %lld, SAM needs 4 (2 labels, 2 box corners)",
+         "prompt_encoder_config.num_point_embeddings", (long long)s->n_point_embed);
+    need(&r, s->mask_ch % 4 == 0, "%s: %lld is not a multiple of 4", "prompt_encoder_config.mask_input_channels",
+         (long long)s->mask_ch);
     need(&r, 2 * s->pos_feats == s->p_hidden, "%s: %lld, half of prompt_encoder_config.hidden_size %lld",
-         "vision_config.num_pos_feats", s->pos_feats, s->p_hidden);
+         "vision_config.num_pos_feats", (long long)s->pos_feats, (long long)s->p_hidden);
 
     s->d_hidden = size_of(&r, "mask_decoder_config.hidden_size", 256);
     s->d_layers = size_of(&r, "mask_decoder_config.num_hidden_layers", 2);
@@ -154,11 +163,11 @@ int sam_dims_read(const rlx_config *src, const rlx_host_api *h, sam_dims *s, rlx
     s->d_eps = eps_of(&r, "mask_decoder_config.layer_norm_eps", 1e-6);
     act_of(&r, "mask_decoder_config.hidden_act", "relu", s->d_act);
     need(&r, s->d_hidden == s->v_out, "%s: %lld, vision_config.output_channels is %lld", "mask_decoder_config.hidden_size",
-         s->d_hidden, s->v_out);
+         (long long)s->d_hidden, (long long)s->v_out);
     need(&r, s->d_hidden % 8 == 0 && (s->d_hidden / s->d_down) % s->d_heads == 0 && s->d_hidden % s->d_heads == 0,
          "%s: %lld does not split into num_attention_heads %lld (also after the downsample rate, and into 8)",
-         "mask_decoder_config.hidden_size", s->d_hidden, s->d_heads);
-    need(&r, s->iou_depth >= 2 && s->d_layers <= RLX_MAX_LAYERS, "%s: %lld, at least 2%.0lld",
-         "mask_decoder_config.iou_head_depth", s->iou_depth, 0);
+         "mask_decoder_config.hidden_size", (long long)s->d_hidden, (long long)s->d_heads);
+    need(&r, s->iou_depth >= 2 && s->d_layers <= RLX_MAX_LAYERS, "%s: %lld, at least 2",
+         "mask_decoder_config.iou_head_depth", (long long)s->iou_depth);
     return r.rc;
 }

@@ -47,12 +47,13 @@ static int32_t embed_points(const blk_em *e, const sam_dims *s, int32_t pts, int
     l = sam_addc(e, l, LABEL0);
     if (l < 0) return -1;
     l = e->h->emit_op(e->c, "rlx.cast", &l, 1, ti, 1);
-    float keep[LABELS * 512];
-    if (H > 512) return e->h->fail(e->c, "%s: prompt hidden size %lld above 512", e->who, (long long)H), -1;
+    float *keep = malloc((size_t)(LABELS * H) * sizeof *keep);
+    if (!keep) return e->h->fail(e->c, "%s: out of memory", e->who), -1;
     for (int64_t i = 0; i < LABELS; i++)
         for (int64_t j = 0; j < H; j++) keep[i * H + j] = i == LABEL0 - 10 || i == LABEL0 - 1 ? 0.0f : 1.0f;
     rlx_shape ks = {2, {LABELS, H}};
     int32_t kt = e->h->emit_const(e->c, RLX_F32, &ks, keep);
+    free(keep);
     int64_t z9[2] = {LABEL0 - 1, H}, z2[2] = {LABELS - LABEL0 - 2, H};
     int32_t add = sam_cat(e, sam_fill(e, 2, z9, 0.0f), row(e, "not_a_point_embed.weight", H), 0);
     add = sam_cat(e, sam_cat(e, add, row(e, "point_embed.0.weight", H), 0), row(e, "point_embed.1.weight", H), 0);
