@@ -262,9 +262,14 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
     }
     if (a->dump_flow || a->dump_graph) return 0;
     for (size_t i = 0; i < g->n_prompt; i++)
-        if (g->prompt[i] >= vocab)
+        if (g->prompt[i] >= vocab) {
+            if (a->prompt) /* the tokenizer and the model disagree, not the user */
+                return run_error("--prompt: %s/tokenizer.json gives token id %d, outside the vocabulary "
+                                 "[0, %lld) of %s/config.json", a->model, (int)g->prompt[i],
+                                 (long long)vocab, a->model);
             return run_error("--ids: token id %d is outside the vocabulary [0, %lld) of %s/config.json",
                              (int)g->prompt[i], (long long)vocab, a->model);
+        }
 
     rlx_generation_config gc;
     if (rlx_generation_config_load(a->model, cfg, &gc, d) != 0) return run_fail(d);

@@ -65,7 +65,8 @@ static int eval_cond(rlx_ctx *c, const char *root, const char *cond, int *holds)
 typedef struct walk {
     rlx_ctx *c;
     uint32_t stage;
-    const char *root; /* the flow's name, for messages */
+    const char *root;   /* the flow's name, for messages */
+    const char *origin; /* its file, or NULL */
 } walk;
 
 static int run_items(walk *w, const rlx_flow *f);
@@ -74,7 +75,9 @@ static int run_stage(walk *w, const rg_flow_item *it)
 {
     rlx_ctx *c = w->c;
     const rlx_host_api *host = rlx_host_api_get();
-    w->stage++;
+    if (++w->stage > RG_FLOW_MAX_STAGES)
+        return rlx_diag_set(c->d, RLX_ERR_INVALID, "%s%sflow %s: unrolls to more than %d stages (nested repeats)",
+                            w->origin ? w->origin : "", w->origin ? ": " : "", w->root, RG_FLOW_MAX_STAGES);
     if (c->rep >= 0)
         snprintf(c->where, sizeof c->where, "stage %u (%s, i=%lld)", w->stage, it->name, (long long)c->rep);
     else
@@ -118,8 +121,13 @@ static int run_items(walk *w, const rlx_flow *f)
                 double v;
                 if (rg_config_lookup(c->env, it->n_key, &v) != 0 || v < 0)
                     return rlx_diag_set(c->d, RLX_ERR_INVALID,
-                                        "flow %s: repeat count config:%s is not a number in the model config",
-                                        f->name, it->n_key);
+                                        "%s%sflow %s: repeat count config:%s is not a number in the model config",
+                                        w->origin ? w->origin : "", w->origin ? ": " : "", w->root, it->n_key);
+                if (v > RG_FLOW_MAX_REPEAT)
+                    return rlx_diag_set(c->d, RLX_ERR_INVALID,
+                                        "%s%sflow %s: repeat count config:%s is %g, more than %d, the most a flow "
+                                        "repeats", w->origin ? w->origin : "", w->origin ? ": " : "", w->root,
+                                        it->n_key, v, RG_FLOW_MAX_REPEAT);
                 n = (int64_t)v;
             }
             int64_t saved = c->rep;
@@ -167,7 +175,7 @@ int rg_build(const rg_build_env *env, const rlx_flow *f, int phase, int64_t T, i
         if (v < 0 || rg_map_set(&c.slots, in->name, v)) rc = c.failed ? c.failed : RLX_ERR_NOMEM;
     }
     if (!rc) {
-        walk w = {&c, 0, f->name};
+        walk w = {&c, 0, f->name, f->origin};
         rc = run_items(&w, f);
     }
     if (!rc && c.g->n_outputs == 0)

@@ -42,6 +42,7 @@ RLX_API void rlx_flow_free(rlx_flow *f)
     free(f->inputs);
     free(f->items);
     free(f->name);
+    free(f->origin);
     free(f);
 }
 
@@ -153,6 +154,9 @@ RLX_API int rlx_flow_repeat(rlx_flow *f, int64_t n, const rlx_flow *body)
 {
     if (!f) return RLX_ERR_INVALID;
     if (n < 0) return rg_flow_set_err(f, "flow %s: repeat count %lld is negative", f->name, (long long)n);
+    if (n > RG_FLOW_MAX_REPEAT)
+        return rg_flow_set_err(f, "flow %s: repeat count %lld is more than %d, the most a flow repeats",
+                               f->name, (long long)n, RG_FLOW_MAX_REPEAT);
     return add_body(f, FI_REPEAT, NULL, n, body);
 }
 
@@ -271,6 +275,7 @@ rlx_flow *rg_flow_clone(const rlx_flow *src)
             goto fail;
     }
     memcpy(f->err, src->err, sizeof f->err);
+    if (src->origin && !(f->origin = strdup(src->origin))) goto fail;
     return f;
 fail:
     rlx_flow_free(f);

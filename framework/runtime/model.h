@@ -2,6 +2,7 @@
 #ifndef RLX_MODEL_H
 #define RLX_MODEL_H
 #include "build/build.h"
+#include <pthread.h>
 
 /* A checkpoint tensor converted once for the backend, shared by every program. */
 typedef struct rg_weight {
@@ -43,6 +44,9 @@ struct rlx_model {
     void *arena;
     size_t arena_cap;
     uint64_t arena_gen;
+    /* sessions may step from several threads: the compiled programs, the arena they
+     * share and the backend run one step at a time (held from compile to output) */
+    pthread_mutex_t mu;
 };
 
 /* Session-owned persistent buffers (KV caches), by name. */
@@ -89,6 +93,7 @@ void rg_exec_free(rlx_model *m, rg_exec *e);
 typedef struct rg_io {
     const char *name;
     const void *data; /* host data in the value's dtype and shape */
+    const char *how;  /* for messages: how the host made it (NULL: the caller gave it) */
 } rg_io;
 int rg_exec_run(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32_t n_in,
                 rlx_diag *d);

@@ -218,7 +218,9 @@ int rlx_model_dump_flow(rlx_model *m, FILE *out, rlx_diag *d);
 int rlx_model_dump_flow_json(rlx_model *m, FILE *out, rlx_diag *d);
 int rlx_model_dump_graph(rlx_model *m, int phase, int64_t seq_len, FILE *out, rlx_diag *d);
 
-/* ctx_len: KV cache rows (0: min(max_position_embeddings, 4096)) */
+/* ctx_len: KV cache rows (0: min(max_position_embeddings, 4096)). Sessions of one model
+ * may be used from different threads (each session by one thread at a time); their
+ * steps run one after another on the model's shared programs and arena. */
 int rlx_session_new(rlx_model *m, int64_t ctx_len, rlx_session **out, rlx_diag *d);
 void rlx_session_free(rlx_session *s);
 void rlx_session_reset(rlx_session *s);
