@@ -282,7 +282,7 @@ START_TEST(test_descriptor)
         "rlx.attention", "rlx.cache_write", "rlx.transpose", "rlx.concat", "rlx.slice",
         "rlx.last_row", "rlx.copy", "rlx.cast", "rlx.swiglu", "rlx.geglu_tanh",
         "rlx.add_rms_norm", "rlx.linear_swiglu", "rlx.conv2d", "rlx.group_norm",
-        "rlx.upsample_nearest2d"};
+        "rlx.upsample_nearest2d", "rlx.bmm", "rlx.relu", "rlx.sin", "rlx.cos"};
     size_t n = 0;
     while (BE->ops[n]) {
         ck_assert_msg(strcmp(BE->ops[n], "rlx.reshape") != 0, "backends never see reshapes");
@@ -414,6 +414,40 @@ static void matmul_nn_case(int M, int K, int N)
     free(a), free(b), free(y);
 }
 
+/* a [B,M,K] times b [B,N,K]ᵀ (trans_b 1) or b [B,K,N] (trans_b 0) */
+static void bmm_case(int B, int M, int N, int K, int tb)
+{
+    float *a = rnd((size_t)(B * M * K), 1), *b = rnd((size_t)(B * N * K), 1);
+    double *y = dalloc((size_t)(B * M * N));
+    for (int z = 0; z < B; z++)
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                double s = 0;
+                for (int k = 0; k < K; k++)
+                    s += (double)a[(z * M + m) * K + k] * (tb ? b[(z * N + n) * K + k] : b[(z * K + k) * N + n]);
+                y[(z * M + m) * N + n] = s;
+            }
+    top o = {.op = "rlx.bmm", .n_in = 2, .n_out = 1, .n_attrs = 1};
+    o.in[0] = F(a, shp(3, B, M, K));
+    o.in[1] = F(b, tb ? shp(3, B, N, K) : shp(3, B, K, N));
+    o.out[0] = F(NULL, shp(3, B, M, N));
+    rlx_attr at = RLX_ATTR_I("trans_b", tb);
+    o.attrs[0] = at;
+    check1(&o, y);
+    free(a), free(b), free(y);
+}
+
+START_TEST(test_bmm)
+{
+    for (int tb = 0; tb < 2; tb++) {
+        bmm_case(1, 1, 1, 1, tb);
+        bmm_case(8, 16, 16, 16, tb);
+        bmm_case(5, 19, 23, 37, tb);
+        bmm_case(3, 7, 300, 2, tb);
+    }
+}
+END_TEST
+
 START_TEST(test_matmul_nn)
 {
     matmul_nn_case(1, 40, 9);
@@ -499,6 +533,9 @@ static void unary_case(const char *op, const char *attr, double av, size_t n, fl
         else if (!strcmp(op, "rlx.gelu")) y[i] = 0.5 * v * (1 + erf(v / sqrt(2.0)));
         else if (!strcmp(op, "rlx.gelu_tanh")) y[i] = gelu_tanh_d(v);
         else if (!strcmp(op, "rlx.tanh")) y[i] = tanh(v);
+        else if (!strcmp(op, "rlx.relu")) y[i] = v > 0 ? v : 0;
+        else if (!strcmp(op, "rlx.sin")) y[i] = sin(v);
+        else if (!strcmp(op, "rlx.cos")) y[i] = cos(v);
         else y[i] = av * tanh(v / av);
     }
     top o = {.op = op, .n_in = 1, .n_out = 1, .n_attrs = attr ? 1 : 0};
@@ -522,6 +559,9 @@ START_TEST(test_unary)
         unary_case("rlx.gelu_tanh", NULL, 0, n, 6);
         unary_case("rlx.tanh", NULL, 0, n, 4);
         unary_case("rlx.softcap", "cap", 30.0, n, 100);
+        unary_case("rlx.relu", NULL, 0, n, 4);
+        unary_case("rlx.sin", NULL, 0, n, 20);
+        unary_case("rlx.cos", NULL, 0, n, 20);
     }
 }
 END_TEST
@@ -1273,6 +1313,7 @@ static Suite *suite(void)
     tcase_add_test(c, test_matmul_gemv);
     tcase_add_test(c, test_matmul_sgemm);
     tcase_add_test(c, test_matmul_nn);
+    tcase_add_test(c, test_bmm);
     tcase_add_test(c, test_linear_swiglu);
     tcase_add_test(c, test_binary);
     tcase_add_test(c, test_unary);

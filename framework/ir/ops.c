@@ -142,6 +142,21 @@ static int inf_matmul_nn(const rg_graph *g, const rg_node *n, rlx_shape *o, int 
     return want_float(g, n, 0, "a", err, len);
 }
 
+/* a [B,M,K] times b [B,N,K]ᵀ (trans_b 1) or b [B,K,N] (trans_b 0), per batch */
+static int inf_bmm(const rg_graph *g, const rg_node *n, rlx_shape *o, int *dt, char *err, size_t len)
+{
+    shape_bufs B;
+    int tb = rg_attr_int(n, "trans_b", 1) != 0;
+    const rlx_shape *a = S(0), *b = S(1);
+    if (a->ndim != 3 || b->ndim != 3 || a->dims[0] != b->dims[0] || a->dims[2] != b->dims[tb ? 2 : 1])
+        return bad(err, len, "a %s and b %s: expected a [B,M,K] and b %s", ss(a, B.b[0]), ss(b, B.b[1]),
+                   tb ? "[B,N,K] (trans_b 1)" : "[B,K,N] (trans_b 0)");
+    o[0] = *a;
+    o[0].dims[2] = b->dims[tb ? 1 : 2];
+    dt[0] = DT(0);
+    return want_float(g, n, 0, "a", err, len) || want_float(g, n, 1, "b", err, len);
+}
+
 static int check_norm_weight(const rg_graph *g, const rg_node *n, uint32_t xi, uint32_t wi,
                              const char *wname, char *err, size_t len)
 {
@@ -455,6 +470,7 @@ static const rg_op_def op_table[] = {
     {"rlx.embedding", 2, 2, 1, 0, inf_embedding, NULL},
     {"rlx.matmul", 2, 3, 1, 0, inf_matmul, NULL},
     {"rlx.matmul_nn", 2, 2, 1, 0, inf_matmul_nn, NULL},
+    {"rlx.bmm", 2, 2, 1, 0, inf_bmm, NULL},
     {"rlx.add", 2, 2, 1, 0, inf_binary, NULL},
     {"rlx.sub", 2, 2, 1, 0, inf_binary, NULL},
     {"rlx.mul", 2, 2, 1, 0, inf_binary, NULL},
@@ -464,6 +480,9 @@ static const rg_op_def op_table[] = {
     {"rlx.gelu", 1, 1, 1, 0, inf_same, NULL},
     {"rlx.gelu_tanh", 1, 1, 1, 0, inf_same, NULL},
     {"rlx.tanh", 1, 1, 1, 0, inf_same, NULL},
+    {"rlx.relu", 1, 1, 1, 0, inf_same, NULL},
+    {"rlx.sin", 1, 1, 1, 0, inf_same, NULL},
+    {"rlx.cos", 1, 1, 1, 0, inf_same, NULL},
     {"rlx.softcap", 1, 1, 1, 0, inf_softcap, NULL},
     {"rlx.softmax", 1, 1, 1, 0, inf_same, NULL},
     {"rlx.rms_norm", 2, 2, 1, 0, inf_rms_norm, NULL},
@@ -534,6 +553,8 @@ int rg_op_normalize(rg_graph *g, uint32_t node)
         rc |= set_default_i(n, "add_one", 0);
     } else if (!strcmp(op, "rlx.layer_norm") || !strcmp(op, "rlx.group_norm")) {
         rc |= set_default_f(n, "eps", 1e-5);
+    } else if (!strcmp(op, "rlx.bmm")) {
+        rc |= set_default_i(n, "trans_b", 1);
     } else if (!strcmp(op, "rlx.rope")) {
         rc |= set_default_i(n, "rot_dim", 0);
     } else if (!strcmp(op, "rlx.concat") || !strcmp(op, "rlx.slice")) {

@@ -132,6 +132,8 @@ void cpu_parallel(const cpu_run *r, int64_t n_tasks, cpu_task_fn fn, void *arg);
     int cpu_run_##name(const cpu_run *r);
 /* cpu_k_matmul.c */
 CPU_OP(matmul) CPU_OP(matmul_nn) CPU_OP(linear_swiglu)
+/* cpu_k_bmm.c */
+CPU_OP(bmm)
 /* cpu_k_elementwise.c */
 CPU_OP(binary) CPU_OP(unary) CPU_OP(gated)
 /* cpu_k_norm.c */
