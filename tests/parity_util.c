@@ -22,16 +22,24 @@ rlx_weights *pu_open_ref(const char *model)
     return pu_open_st(tu_fixture(rel));
 }
 
-float *pu_read_f32(const rlx_weights *w, const char *name, size_t *numel)
+float *pu_read_tensor(const rlx_weights *w, const char *name, rlx_shape *shape)
 {
     const rlx_tensor_info *t = rlx_weights_find(w, name);
     ck_assert_msg(t != NULL, "tensor %s missing", name);
     size_t n = (size_t)rlx_shape_numel(&t->shape);
-    float *v = malloc(n * sizeof *v);
+    float *v = malloc(n * sizeof *v + 1);
     rlx_diag d;
     rlx_diag_init(&d);
     ck_assert_msg(rlx_weights_read(t, RLX_F32, v, n, &d) == 0, "%s", d.msg);
-    *numel = n;
+    *shape = t->shape;
+    return v;
+}
+
+float *pu_read_f32(const rlx_weights *w, const char *name, size_t *numel)
+{
+    rlx_shape s;
+    float *v = pu_read_tensor(w, name, &s);
+    *numel = (size_t)rlx_shape_numel(&s);
     return v;
 }
 

@@ -13,6 +13,8 @@ rlx_weights *pu_open_st(const char *path);
 rlx_weights *pu_open_ref(const char *model);
 /* a float tensor as F32 (malloc), its value count in *numel */
 float *pu_read_f32(const rlx_weights *w, const char *name, size_t *numel);
+/* the same, with its shape */
+float *pu_read_tensor(const rlx_weights *w, const char *name, rlx_shape *shape);
 /* an integer tensor as I32 (malloc), its value count in *n */
 int32_t *pu_read_ids(const rlx_weights *w, const char *name, size_t *n);
 json_t *pu_load_json(const char *path);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "rlx/rlx.h"
+#include "ref_spatial.h"
 #include "testutil.h"
 
 #define TOL 1e-5
@@ -280,7 +281,8 @@ START_TEST(test_descriptor)
         "rlx.softcap", "rlx.softmax", "rlx.rms_norm", "rlx.layer_norm", "rlx.rope",
         "rlx.attention", "rlx.cache_write", "rlx.transpose", "rlx.concat", "rlx.slice",
         "rlx.last_row", "rlx.copy", "rlx.cast", "rlx.swiglu", "rlx.geglu_tanh",
-        "rlx.add_rms_norm", "rlx.linear_swiglu"};
+        "rlx.add_rms_norm", "rlx.linear_swiglu", "rlx.conv2d", "rlx.group_norm",
+        "rlx.upsample_nearest2d", "rlx.bmm", "rlx.relu", "rlx.sin", "rlx.cos"};
     size_t n = 0;
     while (BE->ops[n]) {
         ck_assert_msg(strcmp(BE->ops[n], "rlx.reshape") != 0, "backends never see reshapes");
@@ -412,6 +414,40 @@ static void matmul_nn_case(int M, int K, int N)
     free(a), free(b), free(y);
 }
 
+/* a [B,M,K] times b [B,N,K]ᵀ (trans_b 1) or b [B,K,N] (trans_b 0) */
+static void bmm_case(int B, int M, int N, int K, int tb)
+{
+    float *a = rnd((size_t)(B * M * K), 1), *b = rnd((size_t)(B * N * K), 1);
+    double *y = dalloc((size_t)(B * M * N));
+    for (int z = 0; z < B; z++)
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                double s = 0;
+                for (int k = 0; k < K; k++)
+                    s += (double)a[(z * M + m) * K + k] * (tb ? b[(z * N + n) * K + k] : b[(z * K + k) * N + n]);
+                y[(z * M + m) * N + n] = s;
+            }
+    top o = {.op = "rlx.bmm", .n_in = 2, .n_out = 1, .n_attrs = 1};
+    o.in[0] = F(a, shp(3, B, M, K));
+    o.in[1] = F(b, tb ? shp(3, B, N, K) : shp(3, B, K, N));
+    o.out[0] = F(NULL, shp(3, B, M, N));
+    rlx_attr at = RLX_ATTR_I("trans_b", tb);
+    o.attrs[0] = at;
+    check1(&o, y);
+    free(a), free(b), free(y);
+}
+
+START_TEST(test_bmm)
+{
+    for (int tb = 0; tb < 2; tb++) {
+        bmm_case(1, 1, 1, 1, tb);
+        bmm_case(8, 16, 16, 16, tb);
+        bmm_case(5, 19, 23, 37, tb);
+        bmm_case(3, 7, 300, 2, tb);
+    }
+}
+END_TEST
+
 START_TEST(test_matmul_nn)
 {
     matmul_nn_case(1, 40, 9);
@@ -497,6 +533,9 @@ static void unary_case(const char *op, const char *attr, double av, size_t n, fl
         else if (!strcmp(op, "rlx.gelu")) y[i] = 0.5 * v * (1 + erf(v / sqrt(2.0)));
         else if (!strcmp(op, "rlx.gelu_tanh")) y[i] = gelu_tanh_d(v);
         else if (!strcmp(op, "rlx.tanh")) y[i] = tanh(v);
+        else if (!strcmp(op, "rlx.relu")) y[i] = v > 0 ? v : 0;
+        else if (!strcmp(op, "rlx.sin")) y[i] = sin(v);
+        else if (!strcmp(op, "rlx.cos")) y[i] = cos(v);
         else y[i] = av * tanh(v / av);
     }
     top o = {.op = op, .n_in = 1, .n_out = 1, .n_attrs = attr ? 1 : 0};
@@ -520,6 +559,9 @@ START_TEST(test_unary)
         unary_case("rlx.gelu_tanh", NULL, 0, n, 6);
         unary_case("rlx.tanh", NULL, 0, n, 4);
         unary_case("rlx.softcap", "cap", 30.0, n, 100);
+        unary_case("rlx.relu", NULL, 0, n, 4);
+        unary_case("rlx.sin", NULL, 0, n, 20);
+        unary_case("rlx.cos", NULL, 0, n, 20);
     }
 }
 END_TEST
@@ -1085,6 +1127,110 @@ START_TEST(test_cast)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- image ops */
+
+static void conv_case(ref_conv p, int bias)
+{
+    int64_t Ho, Wo, Cg = p.C / p.groups;
+    ref_conv_out(&p, &Ho, &Wo);
+    float *x = rnd((size_t)(p.C * p.H * p.W), 2), *w = rnd((size_t)(p.Co * Cg * p.kh * p.kw), 0.5f);
+    float *b = rnd((size_t)p.Co, 1);
+    double *y = dalloc((size_t)(p.Co * Ho * Wo));
+    ref_conv2d(&p, x, w, bias ? b : NULL, y);
+    top o = {.op = "rlx.conv2d", .n_in = bias ? 3 : 2, .n_out = 1, .n_attrs = 4};
+    o.in[0] = F(x, shp(3, (int)p.C, (int)p.H, (int)p.W));
+    o.in[1] = F(w, shp(4, (int)p.Co, (int)Cg, (int)p.kh, (int)p.kw));
+    o.in[2] = F(b, shp(1, (int)p.Co));
+    o.out[0] = F(NULL, shp(3, (int)p.Co, (int)Ho, (int)Wo));
+    int64_t st[2] = {p.sh, p.sw}, pd[2] = {p.ph, p.pw}, dl[2] = {p.dh, p.dw};
+    rlx_attr a0 = RLX_ATTR_V("stride", st, 2), a1 = RLX_ATTR_V("padding", pd, 2);
+    rlx_attr a2 = RLX_ATTR_V("dilation", dl, 2), a3 = RLX_ATTR_I("groups", p.groups);
+    o.attrs[0] = a0, o.attrs[1] = a1, o.attrs[2] = a2, o.attrs[3] = a3;
+    check1(&o, y);
+    free(x), free(w), free(b), free(y);
+}
+
+START_TEST(test_conv2d)
+{
+    /* C, H, W, Co, kh, kw, sh, sw, ph, pw, dh, dw, groups */
+    conv_case((ref_conv){5, 9, 11, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1);   /* the VAE's 3x3 */
+    conv_case((ref_conv){6, 5, 7, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1}, 0);    /* 1x1 in place */
+    conv_case((ref_conv){4, 10, 9, 6, 3, 2, 2, 1, 0, 1, 2, 1, 2}, 1);   /* strides, dilation, groups */
+    conv_case((ref_conv){3, 16, 16, 8, 4, 4, 4, 4, 0, 0, 1, 1, 1}, 1);  /* patch embedding */
+    conv_case((ref_conv){32, 40, 40, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1); /* several tiles */
+    conv_case((ref_conv){3, 70, 70, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1}, 1);  /* several 1x1 tiles */
+    conv_case((ref_conv){4, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4}, 0);    /* depthwise */
+}
+END_TEST
+
+START_TEST(test_conv2d_errors)
+{
+    float x[2 * 4 * 4] = {0}, w[3 * 2 * 5 * 5] = {0};
+    top o = {.op = "rlx.conv2d", .n_in = 2, .n_out = 1};
+    o.in[0] = F(x, shp(3, 2, 4, 4));
+    o.in[1] = F(w, shp(4, 3, 2, 3, 3));
+    o.out[0] = F(NULL, shp(3, 3, 4, 4)); /* no padding: 2x2 */
+    void *res[2];
+    rlx_diag d;
+    rlx_diag_init(&d);
+    ck_assert_int_eq(run_op(HND[1], &o, res, &d), RLX_ERR_INVALID);
+    ck_assert_str_eq(d.msg, "cpu: node 0 (rlx.conv2d): the output must be [3,2,2]");
+    free(res[0]);
+    o.in[1] = F(w, shp(4, 3, 1, 3, 3));
+    rlx_diag_init(&d);
+    ck_assert_int_eq(run_op(HND[1], &o, res, &d), RLX_ERR_INVALID);
+    ck_assert_str_eq(d.msg, "cpu: node 0 (rlx.conv2d): w has 1 input channels per group and 3 "
+                            "outputs; x has 2 channels in 1 groups");
+    free(res[0]);
+}
+END_TEST
+
+static void group_norm_case(int C, int h, int w, int groups)
+{
+    int n = h * w;
+    float *x = rnd((size_t)(C * n), 3), *gm = rnd((size_t)C, 1), *bt = rnd((size_t)C, 1);
+    for (int i = 0; i < C * n; i++) x[i] += 4; /* a mean far from 0 */
+    double *y = dalloc((size_t)(C * n));
+    ref_group_norm(x, gm, bt, y, C, n, groups, 1e-6);
+    top o = {.op = "rlx.group_norm", .n_in = 3, .n_out = 1, .n_attrs = 2};
+    o.in[0] = F(x, shp(3, C, h, w));
+    o.in[1] = F(gm, shp(1, C));
+    o.in[2] = F(bt, shp(1, C));
+    o.out[0] = o.in[0];
+    o.out[0].data = NULL;
+    rlx_attr a0 = RLX_ATTR_I("groups", groups), a1 = RLX_ATTR_F("eps", 1e-6);
+    o.attrs[0] = a0, o.attrs[1] = a1;
+    check1(&o, y);
+    free(x), free(gm), free(bt), free(y);
+}
+
+START_TEST(test_group_norm)
+{
+    group_norm_case(8, 5, 7, 4);
+    group_norm_case(12, 3, 3, 12);
+    group_norm_case(6, 9, 13, 1);
+    group_norm_case(64, 16, 16, 32);
+}
+END_TEST
+
+START_TEST(test_upsample_nearest2d)
+{
+    for (int s = 1; s <= 3; s++) {
+        int C = 3, H = 4, W = 5;
+        float *x = rnd((size_t)(C * H * W), 1);
+        double *y = dalloc((size_t)(C * H * W * s * s));
+        ref_upsample_nearest(x, y, C, H, W, s);
+        top o = {.op = "rlx.upsample_nearest2d", .n_in = 1, .n_out = 1, .n_attrs = 1};
+        o.in[0] = F(x, shp(3, C, H, W));
+        o.out[0] = F(NULL, shp(3, C, H * s, W * s));
+        rlx_attr a0 = RLX_ATTR_I("scale", s);
+        o.attrs[0] = a0;
+        check1(&o, y);
+        free(x), free(y);
+    }
+}
+END_TEST
+
 /* A two-node program: the same executable run twice, values kept in place. */
 START_TEST(test_program_and_pool_reuse)
 {
@@ -1167,6 +1313,7 @@ static Suite *suite(void)
     tcase_add_test(c, test_matmul_gemv);
     tcase_add_test(c, test_matmul_sgemm);
     tcase_add_test(c, test_matmul_nn);
+    tcase_add_test(c, test_bmm);
     tcase_add_test(c, test_linear_swiglu);
     tcase_add_test(c, test_binary);
     tcase_add_test(c, test_unary);
@@ -1187,6 +1334,10 @@ static Suite *suite(void)
     tcase_add_test(c, test_transpose);
     tcase_add_test(c, test_concat_slice_last_row_copy);
     tcase_add_test(c, test_cast);
+    tcase_add_test(c, test_conv2d);
+    tcase_add_test(c, test_conv2d_errors);
+    tcase_add_test(c, test_group_norm);
+    tcase_add_test(c, test_upsample_nearest2d);
     tcase_add_test(c, test_program_and_pool_reuse);
     tcase_add_test(c, test_init_options);
     suite_add_tcase(s, c);

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "rlx/rlx.h"
+#include "parity_util.h"
 #include "testutil.h"
 
 static const char *const fixtures[4] = {"flux1-tiny", "flux2-tiny", "flux1-guidance-tiny",
@@ -25,35 +25,13 @@ static int same_shape(const rlx_shape *a, const rlx_shape *b)
     return 1;
 }
 
-static rlx_weights *open_st(const char *path)
-{
-    rlx_weights *w = NULL;
-    rlx_diag d;
-    rlx_diag_init(&d);
-    ck_assert_msg(rlx_weights_open(path, &w, &d) == 0, "%s", d.msg);
-    return w;
-}
-
-static float *read_f32(const rlx_weights *w, const char *name, rlx_shape *shape)
-{
-    const rlx_tensor_info *t = rlx_weights_find(w, name);
-    ck_assert_msg(t != NULL, "tensor %s missing", name);
-    size_t n = (size_t)rlx_shape_numel(&t->shape);
-    float *v = malloc(n * sizeof *v + 1);
-    rlx_diag d;
-    rlx_diag_init(&d);
-    ck_assert_msg(rlx_weights_read(t, RLX_F32, v, n, &d) == 0, "%s", d.msg);
-    *shape = t->shape;
-    return v;
-}
-
 /* the reference's inputs (everything but "output") into path; rename[0] -> rename[1],
  * a NULL rename[1] drops the tensor */
 static void write_inputs(const char *fixture, const char *path, const char *const rename[2])
 {
     char ref[1024];
     snprintf(ref, sizeof ref, "%s/ref.safetensors", tu_fixture(fixture));
-    rlx_weights *r = open_st(ref);
+    rlx_weights *r = pu_open_st(ref);
     rlx_st_writer *w = rlx_st_writer_new();
     rlx_diag d;
     rlx_diag_init(&d);
@@ -64,7 +42,7 @@ static void write_inputs(const char *fixture, const char *path, const char *cons
         if (rename && !strcmp(name, rename[0])) name = rename[1];
         if (!name) continue;
         rlx_shape s;
-        float *v = read_f32(r, t->name, &s);
+        float *v = pu_read_tensor(r, t->name, &s);
         ck_assert_msg(rlx_st_writer_add(w, name, RLX_F32, &s, v, &d) == 0, "%s", d.msg);
         free(v);
     }
@@ -92,9 +70,9 @@ START_TEST(test_forward_parity)
     tu_result r = forward(fx, in, out, extra);
     ck_assert_msg(r.status == 0, "%s forward %s exited %d: %s", fx, extra, r.status, r.err);
     tu_result_free(&r);
-    rlx_weights *wo = open_st(out), *wr = open_st(ref);
+    rlx_weights *wo = pu_open_st(out), *wr = pu_open_st(ref);
     rlx_shape so, sr;
-    float *got = read_f32(wo, "output", &so), *want = read_f32(wr, "output", &sr);
+    float *got = pu_read_tensor(wo, "output", &so), *want = pu_read_tensor(wr, "output", &sr);
     ck_assert_msg(same_shape(&so, &sr), "%s: output shape differs from the reference", fx);
     double e = tu_rel_l2(got, want, (size_t)rlx_shape_numel(&sr));
     printf("%s %s: output rel L2 %.3g\n", fx, extra, e);
@@ -141,7 +119,7 @@ static void add_tensor(const char *fixture, const char *path, const char *name)
 {
     char ref[1024];
     snprintf(ref, sizeof ref, "%s/ref.safetensors", tu_fixture(fixture));
-    rlx_weights *r = open_st(ref);
+    rlx_weights *r = pu_open_st(ref);
     rlx_st_writer *w = rlx_st_writer_new();
     rlx_diag d;
     rlx_diag_init(&d);
@@ -149,7 +127,7 @@ static void add_tensor(const char *fixture, const char *path, const char *name)
         const rlx_tensor_info *t = rlx_weights_at(r, i);
         if (!strcmp(t->name, "output")) continue;
         rlx_shape s;
-        float *v = read_f32(r, t->name, &s);
+        float *v = pu_read_tensor(r, t->name, &s);
         ck_assert_msg(rlx_st_writer_add(w, t->name, RLX_F32, &s, v, &d) == 0, "%s", d.msg);
         free(v);
     }

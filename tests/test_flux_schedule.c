@@ -2,12 +2,15 @@
  * tests/fixtures/flux-schedule.json (FLUX.1-dev's scheduler config; steps and image
  * sequence length), mu from calculate_shift, the timesteps and the sigmas of
  * FlowMatchEulerDiscreteScheduler.set_timesteps, each within 1e-6 (relative for the
- * timesteps, which run to 1000). */
+ * timesteps, which run to 1000); the fixture's scheduler_config read as a
+ * scheduler_config.json; FLUX.2's compute_empirical_mu; time_shift_type "linear" and
+ * shift_terminal; unsupported scheduler options refused naming the file and key. */
 #include <check.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "testutil.h"
 #include "../tools/flux_schedule.h"
 
@@ -111,6 +114,82 @@ START_TEST(test_euler_and_static_shift)
 }
 END_TEST
 
+/* text into a temp file; returns its path (static buffer) */
+static const char *write_tmp(char *dir, const char *text)
+{
+    static char path[1024];
+    snprintf(path, sizeof path, "%s/scheduler_config.json", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+    return path;
+}
+
+START_TEST(test_load_config)
+{
+    char fx[1024], err[512];
+    snprintf(fx, sizeof fx, "%s/flux-schedule.json", tu_fixture("."));
+    json_error_t je;
+    json_t *root = json_load_file(fx, 0, &je);
+    ck_assert_msg(root != NULL, "%s: %s", fx, je.text);
+    char *text = json_dumps(json_object_get(root, "scheduler_config"), 0), *dir = tu_mkdtemp();
+    flux_sched_config c, want;
+    memset(&want, 0, sizeof want); /* padding compared too */
+    flux_schedule_defaults(&want);
+    memset(&c, 0, sizeof c);
+    c.num_train_timesteps = 1000;
+    c.shift = 9; /* every key of the fixture's config overrides these */
+    c.base_shift = c.max_shift = 7;
+    c.base_image_seq_len = 1;
+    c.max_image_seq_len = 2;
+    ck_assert_msg(flux_schedule_load(write_tmp(dir, text), &c, err, sizeof err) == 0, "%s", err);
+    ck_assert(memcmp(&c, &want, sizeof c) == 0);
+    free(text);
+    json_decref(root);
+    /* "linear" time shift: mu / (mu + 1/s - 1); shift_terminal: the last sigma lands on it */
+    ck_assert_msg(flux_schedule_load(write_tmp(dir, "{\"time_shift_type\": \"linear\", \"shift_terminal\": 0.02}"),
+                                     &c, err, sizeof err) == 0, "%s", err);
+    ck_assert(c.time_shift_linear == 1 && c.shift_terminal == 0.02);
+    float ts[5], sg[6];
+    c.shift_terminal = 0;
+    ck_assert(flux_set_timesteps(&c, 4, 0.8, ts, sg) == 0);
+    for (int k = 0; k < 4; k++) {
+        double s = 1.0 - 0.25 * k, want_s = 0.8 / (0.8 + 1.0 / s - 1.0);
+        ck_assert_msg(fabs(sg[k] - want_s) <= 1e-6, "linear shift: sigmas[%d] %.9g, want %.9g", k, sg[k], want_s);
+    }
+    c.shift_terminal = 0.02;
+    ck_assert(flux_set_timesteps(&c, 4, 0.8, ts, sg) == 0);
+    ck_assert_msg(fabs(sg[3] - 0.02) <= 1e-6 && fabs(ts[3] - 20.0) <= 1e-4 && sg[4] == 0.0f && sg[0] == 1.0f,
+                  "shift_terminal: sigmas %.9g .. %.9g", sg[0], sg[3]);
+    /* refused: a sigma option not implemented, a wrong type */
+    const char *bad[3][2] = {{"{\"use_karras_sigmas\": true}", "use_karras_sigmas: only false is supported"},
+                             {"{\"shift\": \"3\"}", "shift: expected a number"},
+                             {"{\"_class_name\": \"EulerDiscreteScheduler\"}", "_class_name: only FlowMatch"}};
+    for (int i = 0; i < 3; i++) {
+        const char *p = write_tmp(dir, bad[i][0]);
+        ck_assert(flux_schedule_load(p, &c, err, sizeof err) == -1);
+        ck_assert_msg(strstr(err, p) == err && strstr(err, bad[i][1]), "%s: %s", bad[i][0], err);
+    }
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+/* Flux2Pipeline's compute_empirical_mu (pure Python floats: the values Python gives) */
+START_TEST(test_flux2_mu)
+{
+    static const struct { int64_t seq; int steps; double mu; } cases[] = {
+        {4096, 28, 2.151443161774889}, {4096, 4, 2.291179894115571}, {1024, 50, 1.7019562073086316},
+        {16, 4, 1.9452163656143495},   {4301, 28, 1.18469693},      {12, 3, 1.9524597330603874}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        double mu = flux2_empirical_mu(cases[i].seq, cases[i].steps);
+        ck_assert_msg(fabs(mu - cases[i].mu) <= 1e-12, "seq %lld steps %d: mu %.17g, Python %.17g",
+                      (long long)cases[i].seq, cases[i].steps, mu, cases[i].mu);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("flux_schedule");
@@ -118,6 +197,8 @@ static Suite *suite(void)
     tcase_add_test(c, test_schedule_cases);
     tcase_add_test(c, test_denoise_schedule);
     tcase_add_test(c, test_euler_and_static_shift);
+    tcase_add_test(c, test_load_config);
+    tcase_add_test(c, test_flux2_mu);
     suite_add_tcase(s, c);
     return s;
 }

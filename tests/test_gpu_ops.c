@@ -7,6 +7,7 @@
  * Usage: test_gpu_ops [plugin.so ...] (default: the plugins configure built). */
 #define _GNU_SOURCE
 #include "rlx/plugin.h"
+#include "ref_spatial.h"
 
 #include <dlfcn.h>
 #include <math.h>
@@ -422,6 +423,45 @@ static void test_elementwise(gpu *g)
     free(sr);
 }
 
+/* rlx.bmm both ways (odd sizes, several tiles) and the maps relu, sin, cos */
+static void test_bmm_maps(gpu *g)
+{
+    int64_t B = 5, M = 19, N = 23, K = 37;
+    for (int tb = 0; tb < 2; tb++) {
+        tens a = rand_f(3, B, M, K, 1), b = tb ? rand_f(3, B, N, K, 1) : rand_f(3, B, K, N, 1);
+        tens out = mk(RLX_F32, 3, B, M, N);
+        double *r = dalloc(B * M * N);
+        for (int64_t z = 0; z < B; z++)
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    double s = 0;
+                    for (int64_t k = 0; k < K; k++)
+                        s += (double)a.f[(z * M + i) * K + k] *
+                             (tb ? b.f[(z * N + j) * K + k] : b.f[(z * K + k) * N + j]);
+                    r[(z * M + i) * N + j] = s;
+                }
+        tens ins[2] = {a, b};
+        rlx_attr at = RLX_ATTR_I("trans_b", tb);
+        check(g, tb ? "bmm [5,19,37]x[5,23,37]^T" : "bmm [5,19,37]x[5,37,23]", "rlx.bmm", ins, 2, &out, 1, &at, 1,
+              0, &r, TOL);
+        free(r);
+        tfree(&a);
+        tfree(&b);
+        tfree(&out);
+    }
+    int64_t n = 33 * 257;
+    tens x = rand_f(2, 33, 257, 0, 6), o = mk(RLX_F32, 2, 33, 257, 0);
+    double *r = dalloc(n);
+    const char *ops[3] = {"rlx.relu", "rlx.sin", "rlx.cos"};
+    for (int k = 0; k < 3; k++) {
+        for (int64_t i = 0; i < n; i++) r[i] = k == 0 ? fmax(x.f[i], 0.0) : k == 1 ? sin(x.f[i]) : cos(x.f[i]);
+        check(g, ops[k], ops[k], &x, 1, &o, 1, NULL, 0, 0, &r, TOL);
+    }
+    free(r);
+    tfree(&x);
+    tfree(&o);
+}
+
 static void test_rope(gpu *g)
 {
     int64_t T = 6, nh = 3, d = 64;
@@ -661,6 +701,68 @@ static void test_layout(gpu *g)
 
 /* ---------------------------------------------------------------- timing */
 
+/* ---------------------------------------------------------------- image ops */
+
+static tens rand_4(int64_t d0, int64_t d1, int64_t d2, int64_t d3, double amp)
+{
+    tens t = rand_f(3, d0, d1, d2 * d3, amp);
+    t.shape.ndim = 4;
+    t.shape.dims[2] = d2;
+    t.shape.dims[3] = d3;
+    return t;
+}
+
+static void conv_case(gpu *g, const char *what, ref_conv p, int bias)
+{
+    int64_t Ho, Wo;
+    ref_conv_out(&p, &Ho, &Wo);
+    tens in[3] = {rand_f(3, p.C, p.H, p.W, 2), rand_4(p.Co, p.C / p.groups, p.kh, p.kw, 0.5),
+                  rand_f(1, p.Co, 0, 0, 1)};
+    tens out = mk(RLX_F32, 3, p.Co, Ho, Wo);
+    double *r = dalloc(p.Co * Ho * Wo);
+    ref_conv2d(&p, in[0].f, in[1].f, bias ? in[2].f : NULL, r);
+    int64_t st[2] = {p.sh, p.sw}, pd[2] = {p.ph, p.pw}, dl[2] = {p.dh, p.dw};
+    rlx_attr at[4] = {RLX_ATTR_V("stride", st, 2), RLX_ATTR_V("padding", pd, 2),
+                      RLX_ATTR_V("dilation", dl, 2), RLX_ATTR_I("groups", p.groups)};
+    check(g, what, "rlx.conv2d", in, bias ? 3 : 2, &out, 1, at, 4, 0, &r, TOL);
+    for (int k = 0; k < 3; k++)
+        tfree(&in[k]);
+    tfree(&out);
+    free(r);
+}
+
+static void test_spatial(gpu *g)
+{
+    /* C, H, W, Co, kh, kw, sh, sw, ph, pw, dh, dw, groups */
+    conv_case(g, "conv2d 3x3 pad 1 + bias", (ref_conv){5, 9, 11, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1);
+    conv_case(g, "conv2d 1x1", (ref_conv){6, 5, 7, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1}, 0);
+    conv_case(g, "conv2d stride/dilation/groups", (ref_conv){4, 10, 9, 6, 3, 2, 2, 1, 0, 1, 2, 1, 2},
+              1);
+    conv_case(g, "conv2d 32->20 ch 3x3 on 40x40", (ref_conv){32, 40, 40, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+              1);
+    conv_case(g, "conv2d depthwise", (ref_conv){4, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4}, 0);
+    /* group_norm on [C, h, w] */
+    int64_t C = 64, h = 16, w = 16, groups = 32;
+    tens gx = rand_f(3, C, h, w, 3), gm = rand_f(1, C, 0, 0, 1), bt = rand_f(1, C, 0, 0, 1);
+    for (int64_t k = 0; k < C * h * w; k++)
+        gx.f[k] += 4.0f;
+    tens gin[3] = {gx, gm, bt}, gout = mk(RLX_F32, 3, C, h, w);
+    double *r = dalloc(C * h * w);
+    ref_group_norm(gx.f, gm.f, bt.f, r, C, h * w, groups, 1e-6);
+    rlx_attr ga[2] = {RLX_ATTR_I("groups", groups), RLX_ATTR_F("eps", 1e-6)};
+    check(g, "group_norm [64,16,16] 32 groups", "rlx.group_norm", gin, 3, &gout, 1, ga, 2, 0, &r,
+          TOL);
+    free(r);
+    /* upsample_nearest2d x2 */
+    tens ux = rand_f(3, 3, 4, 5, 1), uout = mk(RLX_F32, 3, 3, 8, 10);
+    r = dalloc(3 * 8 * 10);
+    ref_upsample_nearest(ux.f, r, 3, 4, 5, 2);
+    rlx_attr ua = RLX_ATTR_I("scale", 2);
+    check(g, "upsample_nearest2d x2", "rlx.upsample_nearest2d", &ux, 1, &uout, 1, &ua, 1, 0, &r, TOL);
+    free(r);
+    tfree(&gx), tfree(&gm), tfree(&bt), tfree(&gout), tfree(&ux), tfree(&uout);
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -749,6 +851,18 @@ static void bench(gpu *g)
         tfree(&v);
         tfree(&o);
     }
+    /* the FLUX VAE's widest conv: 512 -> 512 channels, 3x3, on a 128x128 latent (1024 px) */
+    tens cx = rand_f(3, 512, 128, 128, 1), cw = rand_4(512, 512, 3, 3, 0.05), cb = rand_f(1, 512, 0, 0, 1),
+         cy = mk(RLX_F32, 3, 512, 128, 128);
+    tens ci[3] = {cx, cw, cb};
+    rlx_attr pad = RLX_ATTR_I("padding", 1);
+    t = time_node(g, "rlx.conv2d", ci, 3, &cy, &pad, 1, 10);
+    printf("BENCH %-6s conv2d 512->512 3x3 on 128x128: %.3f ms, %.0f GFLOP/s\n", g->label, t * 1e3,
+           2.0 * 512 * 512 * 9 * 128 * 128 / t * 1e-9);
+    tfree(&cx);
+    tfree(&cw);
+    tfree(&cb);
+    tfree(&cy);
 }
 
 /* ---------------------------------------------------------------- main */
@@ -801,12 +915,15 @@ static int run_plugin(const char *path, rlx_host_api *host)
                 test_matmul(&g);
                 test_attention(&g);
                 test_layout(&g);
+                test_bmm_maps(&g);
             } else {
                 test_matmul(&g);
                 if (pass == 0) {
                     test_elementwise(&g);
+                    test_bmm_maps(&g);
                     test_rope(&g);
                     test_layout(&g);
+                    test_spatial(&g);
                 }
                 test_attention(&g);
                 if (getenv("RLX_GPU_BENCH") && strcmp(getenv("RLX_GPU_BENCH"), "1") == 0)

@@ -15,9 +15,21 @@ typedef struct flux_sched_config {
     int use_dynamic_shifting;    /* 1 */
     double base_shift, max_shift;            /* 0.5, 1.15 */
     int64_t base_image_seq_len, max_image_seq_len; /* 256, 4096 */
+    int time_shift_linear;       /* time_shift_type "linear" (0: "exponential") */
+    double shift_terminal;       /* stretch the shifted sigmas to end there; 0: off (null) */
 } flux_sched_config;
 
 void flux_schedule_defaults(flux_sched_config *c);
+
+/* Reads a scheduler_config.json over c (absent keys keep c's values). Keys that change the
+ * sigmas in ways not implemented (karras / exponential / beta sigmas, invert_sigmas,
+ * stochastic_sampling, use_flow_sigmas, another _class_name) are refused. 0, or -1 with one
+ * line in err naming the file and the key. */
+int flux_schedule_load(const char *path, flux_sched_config *c, char *err, size_t len);
+
+/* diffusers.pipelines.flux2.pipeline_flux2.compute_empirical_mu: Flux2Pipeline's mu (it
+ * does not use calculate_shift) */
+double flux2_empirical_mu(int64_t image_seq_len, int steps);
 
 /* diffusers.pipelines.flux.pipeline_flux.calculate_shift (in double, as Python) */
 double flux_calculate_shift(int64_t image_seq_len, const flux_sched_config *c);

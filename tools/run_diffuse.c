@@ -2,7 +2,9 @@
  * transformer folder (FluxTransformer2DModel / Flux2Transformer2DModel):
  *   packed latents x [T, C] (T = h·w tokens of 2×2 latent patches; seeded Gaussian noise,
  *   or --init-latents), img_ids / txt_ids grids for the image size, the schedule of
- *   tools/flux_schedule.c (mu from T), then per step
+ *   tools/flux_schedule.c (the scheduler_config.json of --scheduler or of the pipeline's
+ *   scheduler/ folder beside the transformer's, else FLUX.1-dev's; mu from T as FluxPipeline
+ *   computes it, or as Flux2Pipeline does for FLUX.2), then per step
  *     v = transformer(x, text, timestep = t / 1000, guidance, pooled, ids)
  *     x += (sigma_next - sigma) · v
  *   and the final latents written (--latents-out) and, with --vae, unpacked, decoded by
@@ -22,8 +24,8 @@
 static const char usage[] =
     "usage: rlx-run diffuse --model TRANSFORMER_DIR [--vae VAE_DIR] --text-embeddings EMB.safetensors "
     "[--pooled POOLED.safetensors] [--steps N] [--guidance G] [--seed S] [--height H] [--width W] "
-    "[--init-latents L0.safetensors] [--latents-out L.safetensors] [--out IMAGE.png] [--backend NAME] "
-    "[--profile NAME|FILE] [--threads N]";
+    "[--init-latents L0.safetensors] [--latents-out L.safetensors] [--out IMAGE.png] "
+    "[--scheduler scheduler_config.json] [--backend NAME] [--profile NAME|FILE] [--threads N]";
 
 static const char help[] =
     "usage: rlx-run diffuse --model TRANSFORMER_DIR --text-embeddings EMB.safetensors [options]\n"
@@ -45,6 +47,9 @@ static const char help[] =
     "  --init-latents FILE      packed initial latents init_latents [1, h·w, C] instead of noise\n"
     "  --latents-out FILE       write the final packed latents (latents [1, h·w, C])\n"
     "  --out FILE.png           write the decoded image (needs --vae)\n"
+    "  --scheduler FILE         the pipeline's scheduler_config.json (FlowMatchEulerDiscreteScheduler);\n"
+    "                           default: TRANSFORMER_DIR/../scheduler/scheduler_config.json when it\n"
+    "                           exists, else FLUX.1-dev's values\n"
     "  --backend, --profile, --threads, --policy, --precision, --mixed: as for forward\n"
     "  -h, --help               this help\n";
 
@@ -222,7 +227,7 @@ static void progress(int step, int steps, double ms)
 }
 
 typedef struct diffuse_args {
-    const char *model, *vae, *text, *pooled, *init, *latents_out, *out;
+    const char *model, *vae, *text, *pooled, *init, *latents_out, *out, *scheduler;
     long long steps, seed, height, width;
     double guidance;
 } diffuse_args;
@@ -261,6 +266,20 @@ static int vae_scale(const char *dir, int64_t *s)
     return 0;
 }
 
+/* --scheduler, else the pipeline folder's scheduler/scheduler_config.json beside the
+ * transformer's folder, else FLUX.1-dev's values */
+static int schedule_config(const diffuse_args *a, flux_sched_config *sc)
+{
+    char path[4096], err[1024];
+    flux_schedule_defaults(sc);
+    if (a->scheduler) snprintf(path, sizeof path, "%s", a->scheduler);
+    else if (snprintf(path, sizeof path, "%s/../scheduler/scheduler_config.json", a->model) >= (int)sizeof path ||
+             access(path, F_OK) != 0)
+        return 0;
+    if (flux_schedule_load(path, sc, err, sizeof err) != 0) return run_error("%s", err);
+    return 0;
+}
+
 static int diffuse(const diffuse_args *a, const run_model_flags *mf)
 {
     rlx_diag d;
@@ -295,6 +314,20 @@ static int diffuse(const diffuse_args *a, const run_model_flags *mf)
         rc = run_fail(&d);
         goto done;
     }
+    if (vae) { /* the VAE decodes the unpacked latents: C / 4 channels of 2×2 patches */
+        const rlx_model_config *vc = rlx_model_get_config(vae);
+        if (strcmp(vc->model_type, "autoencoder_kl") != 0) {
+            rc = run_error("%s: --vae needs an AutoencoderKL folder", a->vae);
+            goto done;
+        }
+        if (vc->in_channels * 4 != C) {
+            rc = run_error("%s: latent_channels %lld do not match the transformer's in_channels %lld (4 per latent "
+                           "channel)", a->vae, (long long)vc->in_channels, (long long)C);
+            goto done;
+        }
+    }
+    flux_sched_config sc;
+    if ((rc = schedule_config(a, &sc)) != 0) goto done;
     /* text conditioning */
     rlx_shape es, ps;
     if (rlx_weights_open(a->text, &tw, &d) != 0) {
@@ -366,10 +399,8 @@ static int diffuse(const diffuse_args *a, const run_model_flags *mf)
     }
     if (A >= 4)
         for (int64_t i = 0; i < S; i++) txt[i * A + 3] = (float)i;
-    /* the schedule */
-    flux_sched_config sc;
-    flux_schedule_defaults(&sc);
-    double mu = flux_calculate_shift(T, &sc);
+    /* the schedule: FluxPipeline's calculate_shift, Flux2Pipeline's compute_empirical_mu */
+    double mu = flux2 ? flux2_empirical_mu(T, (int)a->steps) : flux_calculate_shift(T, &sc);
     flux_set_timesteps(&sc, (int)a->steps, mu, ts, sg);
     float tstep = 0, guid = (float)a->guidance;
     int64_t hs_dims[3] = {1, T, C}, enc_dims[3] = {1, S, Dj}, one[1] = {1}, pd[2] = {1, P};
@@ -445,7 +476,7 @@ done:
 
 int rlx_cmd_diffuse(int argc, char **argv)
 {
-    diffuse_args a = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, 28, 0, 1024, 1024, 3.5};
+    diffuse_args a = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 28, 0, 1024, 1024, 3.5};
     run_model_flags mf;
     memset(&mf, 0, sizeof mf);
     for (int i = 0; i < argc; i++) {
@@ -468,6 +499,7 @@ int rlx_cmd_diffuse(int argc, char **argv)
         else if ((r = run_opt(argc, argv, &i, "--init-latents", &v)) != 0) slot = &a.init;
         else if ((r = run_opt(argc, argv, &i, "--latents-out", &v)) != 0) slot = &a.latents_out;
         else if ((r = run_opt(argc, argv, &i, "--out", &v)) != 0) slot = &a.out;
+        else if ((r = run_opt(argc, argv, &i, "--scheduler", &v)) != 0) slot = &a.scheduler;
         else if ((r = run_opt(argc, argv, &i, "--steps", &v)) != 0) num = &a.steps, lo = 1, hi = 1000;
         else if ((r = run_opt(argc, argv, &i, "--seed", &v)) != 0) num = &a.seed, lo = 0, hi = INT64_MAX;
         else if ((r = run_opt(argc, argv, &i, "--height", &v)) != 0) num = &a.height, lo = 1, hi = 16384;

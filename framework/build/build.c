@@ -6,9 +6,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* 1: flow input k was left out by the caller (an optional input) */
+static int input_absent(const rg_build_env *env, uint32_t k)
+{
+    return env->variant && k < RG_VARIANT_INPUTS && (env->variant->absent >> k & 1u);
+}
+
+/* "input:NAME": the value of a build-time scalar input the caller gave */
+static int input_scalar(const rg_build_env *env, const char *name, double *out)
+{
+    for (uint32_t k = 0; env->flow && k < env->flow->n_inputs && k < RG_VARIANT_INPUTS; k++) {
+        const rg_flow_input *fi = &env->flow->inputs[k];
+        if (strcmp(fi->name, name) || !rg_flow_input_scalar(fi) || !env->variant || input_absent(env, k)) continue;
+        *out = (double)env->variant->scalar[k];
+        return 0;
+    }
+    return RLX_ERR_NOT_FOUND;
+}
+
 int rg_config_lookup(const rg_build_env *env, const char *key, double *out)
 {
     const rlx_model_config *c = env->cfg;
+    if (!strncmp(key, "input:", 6)) return input_scalar(env, key + 6, out);
     /* fields whose defaults the config loader applied, so a missing key still answers */
     if (!strcmp(key, "tie_word_embeddings")) return *out = c->tie_word_embeddings, 0;
     if (!strcmp(key, "attention_bias")) return *out = c->attention_bias, 0;
@@ -130,6 +149,9 @@ int rg_build(const rg_build_env *env, const rlx_flow *f, int phase, int64_t T, i
 {
     *out = NULL;
     if (f->err[0]) return rlx_diag_set(d, RLX_ERR_INVALID, "%s", f->err);
+    rg_build_env own = *env; /* with the flow the variant's input bits refer to */
+    own.flow = f;
+    env = &own;
     rlx_ctx c;
     memset(&c, 0, sizeof c);
     c.env = env;
@@ -146,7 +168,10 @@ int rg_build(const rg_build_env *env, const rlx_flow *f, int phase, int64_t T, i
     for (uint32_t i = 0; i < f->n_inputs && !rc; i++) {
         const rg_flow_input *in = &f->inputs[i];
         rlx_shape s = rg_shape(in->ndim, in->dims);
-        int32_t v = host->emit_input(&c, in->name, in->dtype, &s);
+        if (input_absent(env, i)) continue; /* its slot stays unset */
+        int32_t sv = env->variant && i < RG_VARIANT_INPUTS ? (int32_t)env->variant->scalar[i] : 0;
+        int32_t v = rg_flow_input_scalar(in) ? host->emit_const(&c, RLX_I32, &s, &sv)
+                                             : host->emit_input(&c, in->name, in->dtype, &s);
         if (v < 0 || rg_map_set(&c.slots, in->name, v)) rc = c.failed ? c.failed : RLX_ERR_NOMEM;
     }
     if (!rc) {

@@ -90,7 +90,7 @@ RLX_API int rlx_flow_input(rlx_flow *f, const char *name, int dtype, uint32_t nd
 RLX_API int rlx_flow_input_fill(rlx_flow *f, const char *name, int fill)
 {
     if (!f || !name) return RLX_ERR_INVALID;
-    if (fill < RLX_FILL_NONE || fill > RLX_FILL_IOTA)
+    if (fill < RLX_FILL_NONE || fill > RLX_FILL_OPTIONAL)
         return rg_flow_set_err(f, "flow input %s: unknown fill %d", name, fill);
     for (uint32_t i = 0; i < f->n_inputs; i++)
         if (strcmp(f->inputs[i].name, name) == 0) return f->inputs[i].fill = fill, 0;

@@ -46,6 +46,12 @@ struct rlx_flow {
 #define RG_FLOW_MAX_REPEAT RLX_MAX_LAYERS
 #define RG_FLOW_MAX_STAGES (1 << 16)
 
+/* an optional I32 input of shape []: its value is compiled in (RLX_FILL_OPTIONAL) */
+static inline int rg_flow_input_scalar(const rg_flow_input *fi)
+{
+    return fi->fill == RLX_FILL_OPTIONAL && fi->dtype == RLX_I32 && fi->ndim == 0;
+}
+
 /* A `when` condition, parsed: [!]phase=P | [!]config:KEY | [!]layer=N | [!]layer=A..B |
  * [!]layer=A.. | [!]layer%M=R, where layer is the innermost repeat's index ({i}). */
 enum { FC_PHASE, FC_CONFIG, FC_LAYER };

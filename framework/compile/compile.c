@@ -76,15 +76,18 @@ void rg_exec_free(rlx_model *m, rg_exec *e)
     free(e);
 }
 
-static int compile(rlx_model *m, int phase, int64_t T, int64_t ctx, rg_exec **out, rlx_diag *d)
+static int compile(rlx_model *m, int phase, int64_t T, int64_t ctx, const rg_variant *v, rg_exec **out,
+                   rlx_diag *d)
 {
     rg_exec *e = calloc(1, sizeof *e);
     if (!e) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     e->phase = phase;
     e->T = T;
     e->ctx = ctx;
+    e->variant = *v;
     const rlx_flow *f = m->flow[phase == RLX_PHASE_DECODE ? 1 : 0];
     rg_build_env env = rg_model_build_env(m, phase);
+    env.variant = &e->variant;
     int rc = rg_build(&env, f, phase, T, ctx, &e->g, d);
     if (!rc) rc = passes(m, e, d);
     if (!rc) rc = rg_plan_build(e->g, &e->plan, d);
@@ -115,9 +118,17 @@ static int compile(rlx_model *m, int phase, int64_t T, int64_t ctx, rg_exec **ou
 
 int rg_model_exec(rlx_model *m, int phase, int64_t T, int64_t ctx, rg_exec **out, rlx_diag *d)
 {
+    return rg_model_exec_v(m, phase, T, ctx, NULL, out, d);
+}
+
+int rg_model_exec_v(rlx_model *m, int phase, int64_t T, int64_t ctx, const rg_variant *v, rg_exec **out,
+                    rlx_diag *d)
+{
+    static const rg_variant all; /* every input given */
+    if (!v) v = &all;
     for (uint32_t i = 0; i < m->n_exec; i++) {
         rg_exec *e = m->exec[i];
-        if (e->phase == phase && e->T == T && e->ctx == ctx) {
+        if (e->phase == phase && e->T == T && e->ctx == ctx && !memcmp(&e->variant, v, sizeof *v)) {
             *out = e;
             return 0;
         }
@@ -125,7 +136,7 @@ int rg_model_exec(rlx_model *m, int phase, int64_t T, int64_t ctx, rg_exec **out
     rg_exec **arr = realloc(m->exec, (m->n_exec + 1) * sizeof *arr);
     if (!arr) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     m->exec = arr;
-    int rc = compile(m, phase, T, ctx, out, d);
+    int rc = compile(m, phase, T, ctx, v, out, d);
     if (rc) return rc;
     m->exec[m->n_exec++] = *out;
     if (m->verbose || m->profile[phase == RLX_PHASE_DECODE ? 1 : 0].passes.verbose) rg_exec_dump(*out, stderr);

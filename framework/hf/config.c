@@ -18,7 +18,7 @@ struct rlx_config {
 typedef struct rd {
     const char *origin;
     json_t *obj;
-    const char *prefix; /* "" or "vision_config." */
+    const char *prefix; /* "" or a nested object's "rope_parameters." */
     rlx_diag *d;
     int rc;
 } rd;

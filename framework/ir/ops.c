@@ -142,6 +142,21 @@ static int inf_matmul_nn(const rg_graph *g, const rg_node *n, rlx_shape *o, int 
     return want_float(g, n, 0, "a", err, len);
 }
 
+/* a [B,M,K] times b [B,N,K]ᵀ (trans_b 1) or b [B,K,N] (trans_b 0), per batch */
+static int inf_bmm(const rg_graph *g, const rg_node *n, rlx_shape *o, int *dt, char *err, size_t len)
+{
+    shape_bufs B;
+    int tb = rg_attr_int(n, "trans_b", 1) != 0;
+    const rlx_shape *a = S(0), *b = S(1);
+    if (a->ndim != 3 || b->ndim != 3 || a->dims[0] != b->dims[0] || a->dims[2] != b->dims[tb ? 2 : 1])
+        return bad(err, len, "a %s and b %s: expected a [B,M,K] and b %s", ss(a, B.b[0]), ss(b, B.b[1]),
+                   tb ? "[B,N,K] (trans_b 1)" : "[B,K,N] (trans_b 0)");
+    o[0] = *a;
+    o[0].dims[2] = b->dims[tb ? 1 : 2];
+    dt[0] = DT(0);
+    return want_float(g, n, 0, "a", err, len) || want_float(g, n, 1, "b", err, len);
+}
+
 static int check_norm_weight(const rg_graph *g, const rg_node *n, uint32_t xi, uint32_t wi,
                              const char *wname, char *err, size_t len)
 {
@@ -378,10 +393,84 @@ static int inf_linear_swiglu(const rg_graph *g, const rg_node *n, rlx_shape *o, 
     return want_float(g, n, 0, "x", err, len);
 }
 
+/* an (h, w) pair: INTS of 2, or one INT for both, or def when absent */
+static int attr_pair(const rg_node *n, const char *name, int64_t def, int64_t out[2])
+{
+    const rlx_attr *a = rg_attr(n, name);
+    out[0] = out[1] = def;
+    if (!a) return 0;
+    if (a->kind == RLX_ATTR_INT) out[0] = out[1] = a->i;
+    else if (a->kind == RLX_ATTR_INTS && a->n_ints == 2) out[0] = a->ints[0], out[1] = a->ints[1];
+    else return -1;
+    return 0;
+}
+
+static int inf_conv2d(const rg_graph *g, const rg_node *n, rlx_shape *o, int *dt, char *err,
+                      size_t len)
+{
+    shape_bufs B;
+    const rlx_shape *x = S(0), *w = S(1);
+    int64_t st[2], pd[2], dl[2], gr = rg_attr_int(n, "groups", 1);
+    if (attr_pair(n, "stride", 1, st) || attr_pair(n, "padding", 0, pd) ||
+        attr_pair(n, "dilation", 1, dl) || st[0] < 1 || st[1] < 1 || pd[0] < 0 || pd[1] < 0 ||
+        dl[0] < 1 || dl[1] < 1 || gr < 1)
+        return bad(err, len, "stride, padding, dilation must be (h, w) pairs (>= 1, >= 0, >= 1) "
+                             "and groups >= 1");
+    if (x->ndim != 3 || w->ndim != 4 || x->dims[0] % gr || w->dims[0] % gr ||
+        w->dims[1] * gr != x->dims[0])
+        return bad(err, len, "x %s and w %s: need x [C,H,W], w [Co,C/groups,kh,kw] with groups %lld "
+                             "dividing C and Co", ss(x, B.b[0]), ss(w, B.b[1]), (long long)gr);
+    if (n->n_in == 3 && (S(2)->ndim != 1 || S(2)->dims[0] != w->dims[0]))
+        return bad(err, len, "w %s and bias %s: bias must be [Co]", ss(w, B.b[0]), ss(S(2), B.b[1]));
+    int64_t ho = (x->dims[1] + 2 * pd[0] - dl[0] * (w->dims[2] - 1) - 1) / st[0] + 1;
+    int64_t wo = (x->dims[2] + 2 * pd[1] - dl[1] * (w->dims[3] - 1) - 1) / st[1] + 1;
+    if (ho < 1 || wo < 1 || x->dims[1] + 2 * pd[0] < dl[0] * (w->dims[2] - 1) + 1 ||
+        x->dims[2] + 2 * pd[1] < dl[1] * (w->dims[3] - 1) + 1)
+        return bad(err, len, "the kernel of w %s does not fit x %s (with its padding)",
+                   ss(w, B.b[0]), ss(x, B.b[1]));
+    int64_t od[3] = {w->dims[0], ho, wo};
+    o[0] = rg_shape(3, od);
+    dt[0] = DT(0);
+    return want_float(g, n, 0, "x", err, len) || want_float(g, n, 1, "w", err, len);
+}
+
+static int inf_group_norm(const rg_graph *g, const rg_node *n, rlx_shape *o, int *dt, char *err,
+                          size_t len)
+{
+    shape_bufs B;
+    int64_t gr = rg_attr_int(n, "groups", 0);
+    if (need_attr(n, "groups", err, len)) return -1;
+    if (S(0)->ndim < 1 || gr < 1 || S(0)->dims[0] % gr)
+        return bad(err, len, "x %s must be [C, ...] with groups %lld dividing C", ss(S(0), B.b[0]),
+                   (long long)gr);
+    for (uint32_t i = 1; i < 3; i++)
+        if (S(i)->ndim != 1 || S(i)->dims[0] != S(0)->dims[0])
+            return bad(err, len, "x %s and %s %s: must be [C]", ss(S(0), B.b[0]),
+                       i == 1 ? "gamma" : "beta", ss(S(i), B.b[1]));
+    return inf_same(g, n, o, dt, err, len);
+}
+
+static int inf_upsample(const rg_graph *g, const rg_node *n, rlx_shape *o, int *dt, char *err,
+                        size_t len)
+{
+    shape_bufs B;
+    int64_t sc = rg_attr_int(n, "scale", 0);
+    if (need_attr(n, "scale", err, len)) return -1;
+    if (S(0)->ndim != 3 || sc < 1)
+        return bad(err, len, "x %s must be [C,H,W] and scale %lld >= 1", ss(S(0), B.b[0]),
+                   (long long)sc);
+    o[0] = *S(0);
+    o[0].dims[1] *= sc;
+    o[0].dims[2] *= sc;
+    dt[0] = DT(0);
+    return want_float(g, n, 0, "x", err, len);
+}
+
 static const rg_op_def op_table[] = {
     {"rlx.embedding", 2, 2, 1, 0, inf_embedding, NULL},
     {"rlx.matmul", 2, 3, 1, 0, inf_matmul, NULL},
     {"rlx.matmul_nn", 2, 2, 1, 0, inf_matmul_nn, NULL},
+    {"rlx.bmm", 2, 2, 1, 0, inf_bmm, NULL},
     {"rlx.add", 2, 2, 1, 0, inf_binary, NULL},
     {"rlx.sub", 2, 2, 1, 0, inf_binary, NULL},
     {"rlx.mul", 2, 2, 1, 0, inf_binary, NULL},
@@ -391,6 +480,9 @@ static const rg_op_def op_table[] = {
     {"rlx.gelu", 1, 1, 1, 0, inf_same, NULL},
     {"rlx.gelu_tanh", 1, 1, 1, 0, inf_same, NULL},
     {"rlx.tanh", 1, 1, 1, 0, inf_same, NULL},
+    {"rlx.relu", 1, 1, 1, 0, inf_same, NULL},
+    {"rlx.sin", 1, 1, 1, 0, inf_same, NULL},
+    {"rlx.cos", 1, 1, 1, 0, inf_same, NULL},
     {"rlx.softcap", 1, 1, 1, 0, inf_softcap, NULL},
     {"rlx.softmax", 1, 1, 1, 0, inf_same, NULL},
     {"rlx.rms_norm", 2, 2, 1, 0, inf_rms_norm, NULL},
@@ -405,6 +497,9 @@ static const rg_op_def op_table[] = {
     {"rlx.last_row", 1, 1, 1, 0, inf_last_row, NULL},
     {"rlx.copy", 1, 1, 1, 0, inf_copy, NULL},
     {"rlx.cast", 1, 1, 1, 0, inf_cast, NULL},
+    {"rlx.conv2d", 2, 3, 1, 0, inf_conv2d, NULL},
+    {"rlx.group_norm", 3, 3, 1, 0, inf_group_norm, NULL},
+    {"rlx.upsample_nearest2d", 1, 1, 1, 0, inf_upsample, NULL},
     {"rlx.swiglu", 2, 2, 1, 1, inf_glu, rg_decompose_swiglu},
     {"rlx.geglu_tanh", 2, 2, 1, 1, inf_glu, rg_decompose_geglu_tanh},
     {"rlx.add_rms_norm", 3, 3, 2, 1, inf_add_rms_norm, rg_decompose_add_rms_norm},
@@ -456,8 +551,10 @@ int rg_op_normalize(rg_graph *g, uint32_t node)
     } else if (!strcmp(op, "rlx.rms_norm") || !strcmp(op, "rlx.add_rms_norm")) {
         rc |= set_default_f(n, "eps", 1e-6);
         rc |= set_default_i(n, "add_one", 0);
-    } else if (!strcmp(op, "rlx.layer_norm")) {
+    } else if (!strcmp(op, "rlx.layer_norm") || !strcmp(op, "rlx.group_norm")) {
         rc |= set_default_f(n, "eps", 1e-5);
+    } else if (!strcmp(op, "rlx.bmm")) {
+        rc |= set_default_i(n, "trans_b", 1);
     } else if (!strcmp(op, "rlx.rope")) {
         rc |= set_default_i(n, "rot_dim", 0);
     } else if (!strcmp(op, "rlx.concat") || !strcmp(op, "rlx.slice")) {

@@ -85,6 +85,9 @@ void rg_model_free_weights(rlx_model *m);
 
 /* compile.c: build + passes + legalize + plan + backend compile, cached per shape */
 int rg_model_exec(rlx_model *m, int phase, int64_t T, int64_t ctx, rg_exec **out, rlx_diag *d);
+/* the same for a set of optional inputs given (v NULL: all of them) */
+int rg_model_exec_v(rlx_model *m, int phase, int64_t T, int64_t ctx, const rg_variant *v, rg_exec **out,
+                    rlx_diag *d);
 void rg_exec_free(rlx_model *m, rg_exec *e);
 /* exec.c */
 typedef struct rg_io {

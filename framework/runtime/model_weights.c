@@ -10,7 +10,7 @@
 rg_build_env rg_model_build_env(const rlx_model *m, int phase)
 {
     rg_build_env env = {&m->cfg, m->config, m->weights, m->registry,
-                        m->policy[phase == RLX_PHASE_DECODE ? 1 : 0]};
+                        m->policy[phase == RLX_PHASE_DECODE ? 1 : 0], NULL, NULL};
     return env;
 }
 

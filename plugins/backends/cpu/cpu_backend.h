@@ -49,6 +49,11 @@ typedef struct cpu_run {
 
 typedef int (*cpu_kernel_fn)(const cpu_run *r);
 
+/* conv2d geometry (one image, channels first); tile: output pixels per task */
+typedef struct cpu_conv {
+    int64_t C, H, W, Co, kh, kw, sh, sw, ph, pw, dh, dw, groups, Ho, Wo, tile;
+} cpu_conv;
+
 #define CPU_MAX_IN 5
 typedef struct cpu_node {
     cpu_kernel_fn fn;
@@ -74,6 +79,7 @@ typedef struct cpu_node {
     size_t scratch_floats; /* per worker */
     size_t shared_floats;  /* one buffer shared by the node's tasks (16-bit operands in f32) */
     int32_t dt[4];         /* dtypes of the operands a kernel converts (x, w, w2 / q, k, v, out) */
+    cpu_conv cv;           /* conv2d; group_norm (H: values per channel); upsample (sh: scale) */
 } cpu_node;
 
 /* What an op needs at compile time: checks the node and fills nd (returns 0 or fails d). */
@@ -126,6 +132,8 @@ void cpu_parallel(const cpu_run *r, int64_t n_tasks, cpu_task_fn fn, void *arg);
     int cpu_run_##name(const cpu_run *r);
 /* cpu_k_matmul.c */
 CPU_OP(matmul) CPU_OP(matmul_nn) CPU_OP(linear_swiglu)
+/* cpu_k_bmm.c */
+CPU_OP(bmm)
 /* cpu_k_elementwise.c */
 CPU_OP(binary) CPU_OP(unary) CPU_OP(gated)
 /* cpu_k_norm.c */
@@ -135,6 +143,8 @@ CPU_OP(attention) CPU_OP(rope)
 /* cpu_k_data.c */
 CPU_OP(embedding) CPU_OP(cache_write) CPU_OP(transpose) CPU_OP(concat) CPU_OP(slice)
 CPU_OP(last_row) CPU_OP(copy) CPU_OP(cast)
+/* cpu_k_spatial.c */
+CPU_OP(conv2d) CPU_OP(group_norm) CPU_OP(upsample)
 #undef CPU_OP
 
 #endif

@@ -2,6 +2,7 @@
  * compiled program = a list of kernel launches resolved from the graph at compile time,
  * run in order on one stream (optionally captured once as a CUDA/HIP graph). */
 #include "gpu_kernels.h"
+#include "gpu_spatial.h"
 #include "gpu_vendor.h"
 #include "rlx/plugin.h"
 
@@ -36,6 +37,8 @@ enum gpu_op {
     OP_SILU, OP_GELU, OP_GELU_TANH, OP_TANH, OP_SOFTCAP, OP_SOFTMAX, OP_RMS_NORM,
     OP_LAYER_NORM, OP_ROPE, OP_ATTENTION, OP_CACHE_WRITE, OP_TRANSPOSE, OP_CONCAT, OP_SLICE,
     OP_LAST_ROW, OP_COPY, OP_CAST, OP_SWIGLU, OP_GEGLU_TANH, OP_ADD_RMS_NORM, OP_LINEAR_SWIGLU,
+    OP_CONV2D, OP_GROUP_NORM, OP_UPSAMPLE,
+    OP_BMM, OP_RELU, OP_SIN, OP_COS, /* k_bmm.cu */
     OP_COUNT
 };
 
@@ -45,7 +48,8 @@ static const char *const op_names[OP_COUNT + 1] = {
     "rlx.softcap", "rlx.softmax", "rlx.rms_norm", "rlx.layer_norm", "rlx.rope",
     "rlx.attention", "rlx.cache_write", "rlx.transpose", "rlx.concat", "rlx.slice",
     "rlx.last_row", "rlx.copy", "rlx.cast", "rlx.swiglu", "rlx.geglu_tanh", "rlx.add_rms_norm",
-    "rlx.linear_swiglu", NULL};
+    "rlx.linear_swiglu", "rlx.conv2d", "rlx.group_norm", "rlx.upsample_nearest2d",
+    "rlx.bmm", "rlx.relu", "rlx.sin", "rlx.cos", NULL};
 
 static const char *const dtype_names[] = {"f32", NULL};
 
@@ -59,6 +63,7 @@ typedef struct gpu_step {
     int i0, i1, i2;
     gpu_perm perm;
     gpu_attn attn; /* pointers filled at execute */
+    gpu_conv conv; /* image ops (gpu_spatial.h) */
 } gpu_step;
 
 typedef struct gpu_exe {
@@ -163,9 +168,9 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
         st->out[i] = nd->outputs[i];
     }
     static const int8_t min_in[OP_COUNT] = {
-        2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 2, 3, 3, 3, 3, 1, 2, 1, 1, 1, 1, 2, 2, 3, 3};
+        2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 2, 3, 3, 3, 3, 1, 2, 1, 1, 1, 1, 2, 2, 3, 3, 2, 3, 1};
     static const int8_t max_in[OP_COUNT] = {
-        2, 3, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 2, 3, 3, 5, 3, 1, 2, 1, 1, 1, 1, 2, 2, 3, 3};
+        2, 3, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 2, 3, 3, 5, 3, 1, 2, 1, 1, 1, 1, 2, 2, 3, 3, 3, 3, 1};
     if (st->n_in < min_in[st->op] || st->n_in > max_in[st->op])
         FAIL(RLX_ERR_INVALID, "%d inputs, expected %d to %d", st->n_in, min_in[st->op],
              max_in[st->op]);
@@ -263,6 +268,22 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
     case OP_SOFTMAX:
         st->n = last_dim(x);
         st->rows = st->n ? numel(x) / st->n : 0;
+        break;
+    case OP_BMM:
+        st->i0 = attr_int(nd, "trans_b", 1) != 0;
+        if (x->shape.ndim != 3 || in1->shape.ndim != 3 || y->shape.ndim != 3 ||
+            in1->shape.dims[0] != x->shape.dims[0] || in1->shape.dims[st->i0 ? 2 : 1] != x->shape.dims[2])
+            FAIL(RLX_ERR_INVALID, "a, b are not [B,M,K], [B,N,K] (trans_b) or [B,K,N]");
+        st->nb = x->shape.dims[0];
+        st->rows = x->shape.dims[1];
+        st->k = x->shape.dims[2];
+        st->n = in1->shape.dims[st->i0 ? 1 : 2];
+        break;
+    case OP_RELU:
+    case OP_SIN:
+    case OP_COS:
+        st->n = numel(x);
+        st->i0 = st->op == OP_RELU ? GM_RELU : st->op == OP_SIN ? GM_SIN : GM_COS;
         break;
     case OP_RMS_NORM:
     case OP_LAYER_NORM:
@@ -419,11 +440,22 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
         if (numel(y) != st->n)
             FAIL(RLX_ERR_INVALID, "output size differs");
         break;
+    case OP_CONV2D:
+    case OP_GROUP_NORM:
+    case OP_UPSAMPLE: {
+        const rlx_value_desc *iv[3] = {x, in1, st->n_in > 2 ? &vals[st->in[2]] : NULL};
+        char m[384];
+        int so = st->op == OP_CONV2D ? GS_CONV2D : st->op == OP_GROUP_NORM ? GS_GROUP_NORM : GS_UPSAMPLE;
+        if (gpu_spatial_plan(so, nd, iv, st->n_in, y, &st->conv, &st->f0, m, sizeof m))
+            FAIL(RLX_ERR_INVALID, "%s", m);
+        break;
+    }
     }
     if (st->op != OP_CACHE_WRITE && st->op != OP_ADD_RMS_NORM && st->op != OP_TRANSPOSE &&
         st->op != OP_CONCAT && st->op != OP_SLICE && st->op != OP_LAST_ROW &&
         st->op != OP_EMBEDDING && st->op != OP_MATMUL && st->op != OP_MATMUL_NN &&
-        st->op != OP_LINEAR_SWIGLU && numel(y) != numel(x))
+        st->op != OP_LINEAR_SWIGLU && st->op != OP_CONV2D && st->op != OP_UPSAMPLE &&
+        numel(y) != numel(x))
         FAIL(RLX_ERR_INVALID, "output has %lld elements, input %lld", (long long)numel(y),
              (long long)numel(x));
     if ((st->op == OP_EMBEDDING && numel(y) != st->rows * st->n) ||
@@ -737,6 +769,14 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
     case OP_SOFTMAX:
         gpu_softmax(s, a, y, st->rows, st->n);
         break;
+    case OP_BMM:
+        gpu_bmm(s, st->i0, a, b, y, st->nb, st->rows, st->n, st->k);
+        break;
+    case OP_RELU:
+    case OP_SIN:
+    case OP_COS:
+        gpu_map(s, st->i0, a, y, st->n);
+        break;
     case OP_RMS_NORM:
         gpu_rms_norm(s, a, NULL, b, NULL, y, st->rows, st->n, st->f0, st->i0);
         break;
@@ -788,6 +828,15 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
         break;
     case OP_CAST:
         gpu_cast(s, a, st->i0, y, st->i1, st->n);
+        break;
+    case OP_CONV2D:
+        gpu_conv2d(s, &st->conv, a, b, st->n_in > 2 ? (const float *)vp[st->in[2]] : NULL, y);
+        break;
+    case OP_GROUP_NORM:
+        gpu_group_norm(s, &st->conv, a, b, (const float *)vp[st->in[2]], y, st->f0);
+        break;
+    case OP_UPSAMPLE:
+        gpu_upsample_nearest(s, &st->conv, a, y);
         break;
     }
     if (rc) {
