@@ -24,24 +24,42 @@ seeds() { # harness -> the committed files that seed it
     esac 2>/dev/null
 }
 
-failed=0
-total=0
-for h in safetensors config profile tokenizer flow; do
-    bin=$build/fuzz/fuzz_$h
-    [ -x "$bin" ] || { echo "fuzz_$h: not built (make fuzz)"; failed=1; continue; }
-    corpus=$work/corpus-$h
+# one harness: its corpus, its run; the exit status in $work/fuzz_$h.rc
+run_one() {
+    local h=$1 bin=$build/fuzz/fuzz_$1 corpus=$work/corpus-$1
+    [ -x "$bin" ] || { echo 127 >"$work/fuzz_$h.rc"; return; }
     mkdir -p "$corpus"
     seeds "$h" | while read -r f; do cp "$f" "$corpus/seed-$(echo "${f#"$src"/}" | tr / _)"; done
-    n=$(ls "$corpus" | wc -l)
-    log=$work/fuzz_$h.log
+    ls "$corpus" | wc -l >"$work/fuzz_$h.seeds"
     (cd "$work" && "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=4096 -max_len=262144 \
-        -print_final_stats=1 -artifact_prefix="$work/fuzz_$h-" "$corpus" >"$log" 2>&1)
-    rc=$?
-    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+        -print_final_stats=1 -artifact_prefix="$work/fuzz_$h-" "$corpus" >"$work/fuzz_$h.log" 2>&1)
+    echo $? >"$work/fuzz_$h.rc"
+}
+
+harnesses="safetensors config profile tokenizer flow"
+# side by side when there is a core for each (single-threaded harnesses), else in turn
+if [ "$(nproc 2>/dev/null || echo 1)" -ge 6 ]; then
+    for h in $harnesses; do run_one "$h" & done
+    wait
+else
+    for h in $harnesses; do run_one "$h"; done
+fi
+
+failed=0
+total=0
+for h in $harnesses; do
+    rc=$(cat "$work/fuzz_$h.rc")
+    if [ "$rc" = 127 ]; then
+        echo "fuzz_$h: not built (make fuzz)"
+        failed=1
+        continue
+    fi
+    n=$(cat "$work/fuzz_$h.seeds")
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/fuzz_$h.log" | tail -n 1)
     total=$((total + ${execs:-0}))
-    if [ $rc -ne 0 ]; then
+    if [ "$rc" -ne 0 ]; then
         echo "fuzz_$h: FAILED (exit $rc) after ${execs:-?} executions from $n seeds; log and input in $work"
-        grep -m 5 -E 'ERROR|SUMMARY|runtime error|Test unit written' "$log"
+        grep -m 5 -E 'ERROR|SUMMARY|runtime error|Test unit written' "$work/fuzz_$h.log"
         failed=1
     else
         echo "fuzz_$h: ${execs:-?} executions in $secs s from $n seeds, no findings"

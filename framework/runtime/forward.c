@@ -223,7 +223,7 @@ static int forward(rlx_model *m, const fwd_given *inputs, rlx_output_sink sink, 
             break;
         }
         if (!t) {
-            if (has_default(fi)) fill_default(fi, (int32_t *)bufs[k], numel), io[k].how = fill_how(fi);
+            if (has_default(fi)) fill_default(fi, (int32_t *)bufs[k], numel);
             else rc = rlx_diag_set(d, RLX_ERR_INVALID, "missing input tensor \"%s\"", fi->name);
             continue;
         }
@@ -251,8 +251,12 @@ static int forward(rlx_model *m, const fwd_given *inputs, rlx_output_sink sink, 
     if (!rc) rc = outputs_of(e, B, &outs, &n_outs, d);
     for (int64_t b = 0; b < B && !rc; b++) {
         uint32_t n_io = 0; /* the inputs the program takes */
-        for (uint32_t k = 0; k < f->n_inputs; k++)
-            if (bufs[k]) io[n_io].name = f->inputs[k].name, io[n_io++].data = bufs[k] + row_bytes[k] * (size_t)b;
+        for (uint32_t k = 0; k < f->n_inputs; k++) {
+            if (!bufs[k]) continue;
+            io[n_io].name = f->inputs[k].name;
+            io[n_io].how = given_find(inputs, f->inputs[k].name) ? NULL : fill_how(&f->inputs[k]);
+            io[n_io++].data = bufs[k] + row_bytes[k] * (size_t)b;
+        }
         rg_states st = {0}; /* each row starts from an empty cache */
         rc = rg_exec_run(m, e, &st, io, n_io, d);
         for (uint32_t i = 0; i < n_outs && !rc; i++)
