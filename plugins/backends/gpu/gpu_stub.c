@@ -4,7 +4,8 @@
  * registers every kernel (tens of milliseconds, megabytes), so it is loaded only when it
  * can be used: at the first probe that finds the driver's device node, or at init. Until
  * then the probe needs no GPU library and says which node is missing; ops and dtypes are
- * empty lists, and become the implementation's when it loads (a host reads them after a
+ * empty lists, and become the implementation's when it loads (name, priority and flags
+ * must match) (a host reads them after a
  * probe that found the backend available, docs/ABI.md). Every other entry point forwards.
  *
  * Build-time parameters: RLX_STUB_NAME ("cuda"), RLX_STUB_SUMMARY, RLX_STUB_DRIVER (for
@@ -99,7 +100,7 @@ static int impl_path(char *out, size_t cap)
     return 0;
 }
 
-static rlx_backend stub; /* defined below; ops, dtypes and flags follow the implementation */
+static rlx_backend stub; /* defined below; ops and dtypes become the implementation's */
 
 /* loads the implementation and checks that it is the backend this stub stands for */
 static const rlx_backend *load(void)
@@ -122,15 +123,15 @@ static const rlx_backend *load(void)
                                : NULL;
     /* h stays open even when refused: its constructors ran (GPU runtimes must not unload) */
     if (!b || b->struct_size < RLX_STRUCT_SIZE(rlx_backend, teardown) || !b->name ||
-        strcmp(b->name, RLX_STUB_NAME) || !b->probe || !b->init || !b->alloc || !b->free || !b->upload ||
-        !b->download || !b->compile || !b->execute || !b->sync || !b->release || !b->teardown) {
-        snprintf(why, sizeof why, "%.160s is not a '%s' backend plugin of ABI %d", path, RLX_STUB_NAME,
-                 RLX_ABI_MAJOR);
+        strcmp(b->name, RLX_STUB_NAME) || b->priority != stub.priority || b->flags != stub.flags ||
+        !b->probe || !b->init || !b->alloc || !b->free || !b->upload || !b->download || !b->compile ||
+        !b->execute || !b->sync || !b->release || !b->teardown) {
+        snprintf(why, sizeof why, "%.160s is not a '%s' backend plugin of ABI %d (priority %d, flags %u)",
+                 path, RLX_STUB_NAME, RLX_ABI_MAJOR, (int)stub.priority, (unsigned)stub.flags);
         return NULL;
     }
     stub.ops = b->ops;
     stub.dtypes = b->dtypes;
-    stub.flags = b->flags;
     if (host_has(RLX_STRUCT_SIZE(rlx_host_api, log)) && host->log) host->log(RLX_LOG_DEBUG, RLX_STUB_NAME, "loaded %s", path);
     return b;
 }
