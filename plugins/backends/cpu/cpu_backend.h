@@ -13,6 +13,10 @@ extern const rlx_host_api *cpu_host;
 /* one-line diagnostic through host->diag_set; returns code */
 int cpu_fail(rlx_diag *d, int code, const char *fmt, ...) RLX_PRINTF(3, 4);
 
+/* ---- OpenBLAS, loaded on first use (cpu_blas.c) ---- */
+/* NULL once cblas_sgemm can be called, else why not (one line) */
+const char *cpu_blas_load(void);
+
 /* ---- worker pool (cpu_pool.c) ---- */
 typedef struct cpu_pool cpu_pool;
 typedef void (*cpu_task_fn)(void *arg, int64_t task, int worker);

@@ -170,6 +170,9 @@ static int cpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
         return cpu_fail(d, RLX_ERR_INVALID,
                         "cpu: backend.cpu.placement \"%s\" is not one of cores, pus, none", placement);
 
+    const char *blas = cpu_blas_load();
+    if (blas) return cpu_fail(d, RLX_ERR_DEVICE, "cpu: %s", blas);
+
     rlx_topology t;
     query_topology(&t, threads, placement);
     int n = threads > 0 ? threads : t.n_workers;
