@@ -233,46 +233,53 @@ static int tile_width(int64_t left)
     return left >= 12 ? 12 : left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
 }
 
+/* columns [n0, n1) for rows [m0, m1): column tiles within blocks of rows whose panels stay
+ * in L2 (about 256 KiB), so x comes from L3 once per block of columns, not per tile */
 static void gemm(int wdt, const float *xp, int64_t M, int64_t K, int64_t m0, int64_t m1, const void *wv,
                  int64_t n0, int64_t n1, const float *bias, float *y, int64_t ldy, float *wbuf)
 {
     int bf = bf16_x(wdt);
     int64_t units = bf ? (K + 1) / 2 : K;
-    for (int64_t n = n0; n < n1;) {
-        int nr = tile_width(n1 - n);
-        if (bf) {
-            const uint16_t *w = (const uint16_t *)wv + n * K;
-            switch (nr) {
-            case 12: cols_bf16_12(xp, M, K, units, m0, m1, w, K, 12, bias, n, y, ldy); break;
-            case 8: cols_bf16_8(xp, M, K, units, m0, m1, w, K, 8, bias, n, y, ldy); break;
-            case 4: cols_bf16_4(xp, M, K, units, m0, m1, w, K, 4, bias, n, y, ldy); break;
-            case 2: cols_bf16_2(xp, M, K, units, m0, m1, w, K, 2, bias, n, y, ldy); break;
-            default: cols_bf16_1(xp, M, K, units, m0, m1, w, K, 1, bias, n, y, ldy); break;
-            }
-        } else {
-            const float *w = (const float *)wv + n * K;
-            if (wdt != 0) { /* 16-bit rows to f32 once for every row panel */
-                const uint16_t *h = (const uint16_t *)wv + n * K;
-                int64_t i = 0, e = nr * K;
-                for (; i + 16 <= e; i += 16) {
-                    __m512 v = wdt == CPU_H_F16
-                                   ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i)))
-                                   : _mm512_castsi512_ps(_mm512_slli_epi32(
-                                         _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(h + i))), 16));
-                    _mm512_storeu_ps(wbuf + i, v);
+    int64_t mc = (65536 / (units * MR) > 1 ? 65536 / (units * MR) : 1) * MR;
+    if (m1 > M) m1 = M;
+    for (int64_t mb = m0; mb < m1; mb += mc) {
+        int64_t me = mb + mc < m1 ? mb + mc : m1;
+        for (int64_t n = n0; n < n1;) {
+            int nr = tile_width(n1 - n);
+            if (bf) {
+                const uint16_t *w = (const uint16_t *)wv + n * K;
+                switch (nr) {
+                case 12: cols_bf16_12(xp, M, K, units, mb, me, w, K, 12, bias, n, y, ldy); break;
+                case 8: cols_bf16_8(xp, M, K, units, mb, me, w, K, 8, bias, n, y, ldy); break;
+                case 4: cols_bf16_4(xp, M, K, units, mb, me, w, K, 4, bias, n, y, ldy); break;
+                case 2: cols_bf16_2(xp, M, K, units, mb, me, w, K, 2, bias, n, y, ldy); break;
+                default: cols_bf16_1(xp, M, K, units, mb, me, w, K, 1, bias, n, y, ldy); break;
                 }
-                for (; i < e; i++) wbuf[i] = cpu_h_load(wdt, h[i]);
-                w = wbuf;
+            } else {
+                const float *w = (const float *)wv + n * K;
+                if (wdt != 0) { /* 16-bit rows to f32 once for every row panel of the block */
+                    const uint16_t *h = (const uint16_t *)wv + n * K;
+                    int64_t i = 0, e = nr * K;
+                    for (; i + 16 <= e; i += 16) {
+                        __m256i v = _mm256_loadu_si256((const __m256i *)(h + i));
+                        __m512 f = wdt == CPU_H_F16
+                                       ? _mm512_cvtph_ps(v)
+                                       : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+                        _mm512_storeu_ps(wbuf + i, f);
+                    }
+                    for (; i < e; i++) wbuf[i] = cpu_h_load(wdt, h[i]);
+                    w = wbuf;
+                }
+                switch (nr) {
+                case 12: cols_f32_12(xp, M, K, units, mb, me, w, K, 12, bias, n, y, ldy); break;
+                case 8: cols_f32_8(xp, M, K, units, mb, me, w, K, 8, bias, n, y, ldy); break;
+                case 4: cols_f32_4(xp, M, K, units, mb, me, w, K, 4, bias, n, y, ldy); break;
+                case 2: cols_f32_2(xp, M, K, units, mb, me, w, K, 2, bias, n, y, ldy); break;
+                default: cols_f32_1(xp, M, K, units, mb, me, w, K, 1, bias, n, y, ldy); break;
+                }
             }
-            switch (nr) {
-            case 12: cols_f32_12(xp, M, K, units, m0, m1, w, K, 12, bias, n, y, ldy); break;
-            case 8: cols_f32_8(xp, M, K, units, m0, m1, w, K, 8, bias, n, y, ldy); break;
-            case 4: cols_f32_4(xp, M, K, units, m0, m1, w, K, 4, bias, n, y, ldy); break;
-            case 2: cols_f32_2(xp, M, K, units, m0, m1, w, K, 2, bias, n, y, ldy); break;
-            default: cols_f32_1(xp, M, K, units, m0, m1, w, K, 1, bias, n, y, ldy); break;
-            }
+            n += nr;
         }
-        n += nr;
     }
 }
 
