@@ -395,6 +395,8 @@ START_TEST(test_matmul_sgemm)
     matmul_case(17, 130, 300, 1, 0);   /* split over N */
     matmul_case(200, 64, 100, 1, 1);   /* split over M */
     matmul_case(64, 256, 1030, 0, 1);
+    matmul_case(600, 40, 300, 1, 0);   /* our GEMM: two blocks of rows */
+    matmul_case(1100, 24, 100, 0, 1);  /* three blocks, split over M */
 }
 END_TEST
 
@@ -429,6 +431,7 @@ START_TEST(test_matmul_half)
         matmul_h_case(dt, 37, 130, 300, 1);  /* split over N, a partial row panel */
         matmul_h_case(dt, 200, 64, 100, 0);  /* split over M */
         matmul_h_case(dt, 64, 255, 1030, 1); /* every column tile width */
+        matmul_h_case(dt, 530, 33, 260, 1);  /* two blocks of rows */
     }
 }
 END_TEST
@@ -488,6 +491,7 @@ START_TEST(test_linear_swiglu)
     linear_swiglu_case(3, 100, 300);
     linear_swiglu_case(9, 96, 300);
     linear_swiglu_case(130, 64, 40);
+    linear_swiglu_case(530, 48, 300);
 }
 END_TEST
 

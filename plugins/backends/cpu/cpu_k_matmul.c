@@ -12,6 +12,9 @@
 #include <string.h>
 
 #define GEMV_MAX_M 4
+/* our GEMM packs x this many rows at a time: the packed copy stays 512·K floats
+ * whatever the prompt length (a multiple of CPU_GEMM_MR) */
+#define OWN_ROWS 512
 
 typedef struct mm_plan {
     int split_n;   /* 1: tasks are column slices, 0: row slices */
@@ -83,9 +86,10 @@ static int prep_common(const cpu_compile_ctx *c, cpu_node *nd, int transposed_w,
     nd->shared_floats = (size_t)((nd->dt[0] != RLX_F32 ? nd->M * nd->K : 0) +
                                  (nd->dt[3] != RLX_F32 ? nd->M * nd->N : 0));
     int own = own_gemm(c->isa, nd, !transposed_w);
-    if (own) nd->shared_floats += c->isa->gemm_x_floats(nd->dt[1], nd->M, nd->K);
+    int64_t rows = own && nd->M > OWN_ROWS ? OWN_ROWS : nd->M; /* rows of one GEMM call */
+    if (own) nd->shared_floats += c->isa->gemm_x_floats(nd->dt[1], rows, nd->K);
     if (nd->dt[1] != RLX_F32 && nd->M > GEMV_MAX_M) {
-        mm_plan p = plan_of(nd->M, nd->N, nd->K, own);
+        mm_plan p = plan_of(rows, nd->N, nd->K, own);
         nd->scratch_floats = (size_t)(own ? CPU_GEMM_NR * nd->K : (p.split_n ? p.chunk : nd->N) * nd->K);
     }
     return 0;
@@ -111,8 +115,10 @@ int cpu_prep_matmul_nn(const cpu_compile_ctx *c, cpu_node *nd)
 int cpu_prep_linear_swiglu(const cpu_compile_ctx *c, cpu_node *nd)
 {
     if (cpu_need(c, 3, 3, 1) || prep_common(c, nd, 1, 2)) return RLX_ERR_INVALID;
-    mm_plan p = plan_of(nd->M, nd->N, nd->K, own_gemm(c->isa, nd, 0));
-    nd->scratch_floats += (size_t)(p.split_n ? nd->M * p.chunk : p.chunk * nd->N);
+    int own = own_gemm(c->isa, nd, 0);
+    int64_t rows = own && nd->M > OWN_ROWS ? OWN_ROWS : nd->M;
+    mm_plan p = plan_of(rows, nd->N, nd->K, own);
+    nd->scratch_floats += (size_t)(p.split_n ? rows * p.chunk : p.chunk * nd->N);
     return 0;
 }
 
@@ -156,25 +162,26 @@ typedef struct mm_job {
     const float *bias;
     float *y;
     int nn;          /* matmul_nn */
-    const float *xp; /* x packed for our GEMM (NULL: OpenBLAS) */
+    const float *xp; /* rows [r0, r0+rows) of x packed for our GEMM (NULL: OpenBLAS) */
+    int64_t r0, rows;
 } mm_job;
 
-/* our GEMM on rows [m0, m1), columns [n0, n1) (matmul, linear_swiglu) */
+/* our GEMM on rows [m0, m1) of the packed block, columns [n0, n1) (matmul, linear_swiglu) */
 static void own_task(const mm_job *j, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *ws)
 {
     const cpu_node *nd = j->r->nd;
     const cpu_isa *isa = j->r->be->isa;
-    int64_t M = nd->M, N = nd->N, K = nd->K;
+    int64_t M = j->rows, N = nd->N, K = nd->K;
     int wdt = nd->dt[1];
-    float *wbuf = ws, *up = ws + (wdt != RLX_F32 ? CPU_GEMM_NR * K : 0);
-    isa->gemm(wdt, j->xp, M, K, m0, m1, j->w, n0, n1, j->bias, j->y, N, wbuf);
+    float *wbuf = ws, *up = ws + (wdt != RLX_F32 ? CPU_GEMM_NR * K : 0), *y = j->y + j->r0 * N;
+    isa->gemm(wdt, j->xp, M, K, m0, m1, j->w, n0, n1, j->bias, y, N, wbuf);
     if (!j->w2) return;
     /* linear_swiglu: up [m1-m0, n1-n0] into this worker's scratch, then combine */
     int64_t w = n1 - n0;
     size_t es = wdt == RLX_F32 ? 4 : 2;
     isa->gemm(wdt, j->xp, M, K, m0, m1, (const char *)j->w2 + (size_t)(n0 * K) * es, 0, w, NULL, up - m0 * w, w,
               wbuf);
-    for (int64_t m = m0; m < m1; m++) isa->swiglu(j->y + m * N + n0, j->y + m * N + n0, up + (m - m0) * w, w);
+    for (int64_t m = m0; m < m1; m++) isa->swiglu(y + m * N + n0, y + m * N + n0, up + (m - m0) * w, w);
 }
 
 static void mm_task(void *arg, int64_t t, int worker)
@@ -184,11 +191,11 @@ static void mm_task(void *arg, int64_t t, int worker)
     const cpu_isa *isa = j->r->be->isa;
     int64_t M = nd->M, N = nd->N, K = nd->K;
     int gemv = M <= GEMV_MAX_M, wdt = nd->dt[1];
-    int64_t lo = t * j->p.chunk, ext = j->p.split_n ? N : M;
+    int64_t lo = t * j->p.chunk, ext = j->p.split_n ? N : j->xp ? j->rows : M;
     int64_t hi = lo + j->p.chunk < ext ? lo + j->p.chunk : ext;
     if (j->xp) {
         float *ws = j->r->scratch + (size_t)worker * j->r->scratch_stride;
-        if (j->p.split_n) own_task(j, 0, M, lo, hi, ws);
+        if (j->p.split_n) own_task(j, 0, j->rows, lo, hi, ws);
         else own_task(j, lo, hi, 0, N, ws);
         return;
     }
@@ -230,7 +237,8 @@ static void mm_task(void *arg, int64_t t, int worker)
 
 typedef struct pack_job {
     const cpu_run *r;
-    const float *x;
+    const float *x; /* the block's first row */
+    int64_t rows;
     float *xp;
 } pack_job;
 
@@ -240,7 +248,7 @@ static void pack_task(void *arg, int64_t t, int worker)
     pack_job *j = arg;
     const cpu_node *nd = j->r->nd;
     int64_t m0 = t * CPU_GEMM_MR;
-    j->r->be->isa->gemm_pack(nd->dt[1], j->x, nd->M, nd->K, m0, m0 + CPU_GEMM_MR, j->xp);
+    j->r->be->isa->gemm_pack(nd->dt[1], j->x, j->rows, nd->K, m0, m0 + CPU_GEMM_MR, j->xp);
 }
 
 static int run_mm(const cpu_run *r, int nn, int two)
@@ -250,7 +258,7 @@ static int run_mm(const cpu_run *r, int nn, int two)
     int own = own_gemm(r->be->isa, nd, nn);
     mm_job j = {r, plan_of(nd->M, nd->N, nd->K, own), CPU_F(r, 0), r->vp[nd->in[1]],
                 two ? r->vp[nd->in[2]] : NULL, nd->bias_in >= 0 ? (const float *)r->vp[nd->bias_in] : NULL,
-                CPU_O(r, 0), nn, NULL};
+                CPU_O(r, 0), nn, NULL, 0, nd->M};
     if (nn && nd->K == 0) {
         memset(j.y, 0, (size_t)(nd->M * nd->N) * sizeof(float));
         return 0;
@@ -265,12 +273,18 @@ static int run_mm(const cpu_run *r, int nn, int two)
         j.y = sh;
         sh += nd->M * nd->N;
     }
-    if (own) { /* x packed once, panels in parallel */
-        pack_job pj = {r, j.x, sh};
-        cpu_parallel(r, (nd->M + CPU_GEMM_MR - 1) / CPU_GEMM_MR, pack_task, &pj);
-        j.xp = sh;
+    if (own) { /* blocks of OWN_ROWS rows: x packed once per block (panels in parallel), then the GEMM */
+        for (j.r0 = 0; j.r0 < nd->M; j.r0 += OWN_ROWS) {
+            j.rows = nd->M - j.r0 < OWN_ROWS ? nd->M - j.r0 : OWN_ROWS;
+            pack_job pj = {r, j.x + j.r0 * nd->K, j.rows, sh};
+            cpu_parallel(r, (j.rows + CPU_GEMM_MR - 1) / CPU_GEMM_MR, pack_task, &pj);
+            j.xp = sh;
+            j.p = plan_of(j.rows, nd->N, nd->K, 1);
+            cpu_parallel(r, j.p.n_tasks, mm_task, &j);
+        }
+    } else {
+        cpu_parallel(r, j.p.n_tasks, mm_task, &j);
     }
-    cpu_parallel(r, j.p.n_tasks, mm_task, &j);
     if (nd->dt[3] != RLX_F32) cpu_from_f32(r, nd->dt[3], j.y, r->vp[nd->out[0]], nd->M * nd->N);
     return 0;
 }
