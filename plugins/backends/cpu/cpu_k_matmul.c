@@ -1,5 +1,5 @@
 /* Matmuls. Few rows (M <= 4, decode): our streaming kernel, parallel over N. More rows:
- * our GEMM where the ISA table has one (x packed once per call, weights read as stored),
+ * our GEMM where the ISA table has one (x packed once per block of rows, weights read as stored),
  * else OpenBLAS sgemm (one thread) on slices of N (or M), one slice per task. Slices depend
  * on the shape only, so a value is computed the same way whatever the thread count.
  * 16-bit operands (matmul, linear_swiglu): weights are read as stored by the streaming
