@@ -8,8 +8,9 @@
 #                                 it and the runtime .debs into DIR (carry DIR there)
 #   tools/gpu-check.sh run DIR    there: unpacks to the same absolute paths, runs
 #                                 everything, prints one table (and writes it to $OUT)
+# RLX_GPU_ROOT (default /tmp/rlx-gpu, the same for pack and run) keeps two packs apart.
 set -u
-root=/tmp/rlx-gpu
+root=${RLX_GPU_ROOT:-/tmp/rlx-gpu}
 mode=${1:-}
 dir=${2:-}
 [ -n "$mode" ] && [ -n "$dir" ] || { echo "usage: $0 pack|run DIR" >&2; exit 2; }

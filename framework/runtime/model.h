@@ -10,7 +10,8 @@ typedef struct rg_weight {
     rlx_shape shape;
     int dtype;   /* as bound: f32, f16 or bf16 (one entry per name and dtype) */
     void *ptr;   /* what the backend reads: host (mmapped or owned) or device */
-    void *owned; /* malloc'd host copy, or NULL */
+    void *owned; /* host copy (owned_map: its mapping's length, else malloc'd), or NULL */
+    size_t owned_map;
     int device;  /* ptr came from backend->alloc */
 } rg_weight;
 

@@ -6,12 +6,38 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 rg_build_env rg_model_build_env(const rlx_model *m, int phase)
 {
     rg_build_env env = {&m->cfg, m->config, m->weights, m->registry,
                         m->policy[phase == RLX_PHASE_DECODE ? 1 : 0], NULL, NULL};
     return env;
+}
+
+/* Host memory for a converted weight. A large one is mapped and populated in one call
+ * (huge pages from 2 MiB): faulting it in page by page costs more than the conversion
+ * itself on a virtual machine, and a small model is a few thousand such pages. */
+static void *owned_alloc(size_t bytes, size_t *map_len)
+{
+    *map_len = 0;
+    if (bytes < (256u << 10)) return malloc(bytes ? bytes : 4);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    if (bytes >= (2u << 20)) madvise(p, bytes, MADV_HUGEPAGE); /* hints: fine if refused */
+#ifdef MADV_POPULATE_WRITE
+    madvise(p, bytes, MADV_POPULATE_WRITE);
+#endif
+    *map_len = bytes;
+    return p;
+}
+
+static void owned_free(rg_weight *w)
+{
+    if (w->owned_map) munmap(w->owned, w->owned_map);
+    else free(w->owned);
+    w->owned = NULL;
+    w->owned_map = 0;
 }
 
 static int upload(rlx_model *m, rg_weight *w, const void *src, size_t bytes, rlx_diag *d)
@@ -59,20 +85,19 @@ int rg_model_weight_as(rlx_model *m, const char *name, int dtype, const rg_weigh
         char what[600];
         snprintf(what, sizeof what, "tensor %s converted to %s", name, rlx_dtype_name(dtype));
         rc = rlx__mem_check(what, bytes, d); /* a conversion is host memory before any upload */
-        if (!rc) w->owned = malloc(bytes ? bytes : 4);
+        if (!rc) w->owned = owned_alloc(bytes, &w->owned_map);
         if (!rc && !w->owned)
             rc = rlx_diag_set(d, RLX_ERR_NOMEM, "tensor %s: out of memory converting it to %s", name, rlx_dtype_name(dtype));
         if (!rc) rc = rlx_weights_read(t, dtype, w->owned, numel, d);
         if (!rc && host) w->ptr = w->owned;
         if (!rc && !host) {
             rc = upload(m, w, w->owned, bytes, d);
-            free(w->owned);
-            w->owned = NULL;
+            owned_free(w);
         }
     }
     if (rc) {
         if (w->device && w->ptr) m->be->free(m->be_ctx, w->ptr);
-        free(w->owned);
+        owned_free(w);
         free(w->name);
         return rc;
     }
@@ -107,7 +132,7 @@ void rg_model_free_weights(rlx_model *m)
 {
     for (uint32_t i = 0; i < m->n_w; i++) {
         if (m->w[i].device && m->be && m->be->free) m->be->free(m->be_ctx, m->w[i].ptr);
-        free(m->w[i].owned);
+        owned_free(&m->w[i]);
         free(m->w[i].name);
     }
     free(m->w);
