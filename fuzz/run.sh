@@ -1,7 +1,7 @@
 #!/bin/bash
 # Runs every libFuzzer harness for SECONDS on a corpus seeded from committed files (the
 # fixtures, the bad-input corpus and its fuzz regressions, the profiles, the example
-# flows) and prints each one's executions. Exit 1 when a harness finds a crash, a leak,
+# flows; none for the tokenizer cache reader) and prints each one's executions. Exit 1 when a harness finds a crash, a leak,
 # a sanitizer report or a timeout (its input is kept under WORKDIR).
 # usage: fuzz/run.sh BUILDDIR [SECONDS] [WORKDIR]   (after `make fuzz` in BUILDDIR)
 set -u
@@ -21,6 +21,7 @@ seeds() { # harness -> the committed files that seed it
     tokenizer) ls "$src"/tests/fixtures/tokenizers/*.json "$src"/models/*/tokenizer.json \
         "$src"/tests/bad-inputs/fuzz-regressions/tokenizer-* ;;
     flow) ls "$src"/examples/flows/*.json ;;
+    tokcache) ;; # cache images are made at run time: libFuzzer starts from nothing
     esac 2>/dev/null
 }
 
@@ -36,7 +37,7 @@ run_one() {
     echo $? >"$work/fuzz_$h.rc"
 }
 
-harnesses="safetensors config profile tokenizer flow"
+harnesses="safetensors config profile tokenizer flow tokcache"
 # side by side when there is a core for each (single-threaded harnesses), else in turn
 if [ "$(nproc 2>/dev/null || echo 1)" -ge 6 ]; then
     for h in $harnesses; do run_one "$h" & done
