@@ -187,6 +187,33 @@ START_TEST(test_devices_parse)
 }
 END_TEST
 
+/* --devices on rlx-run: validated (exit 2), and on a machine without a GPU backend
+ * refused in one line naming the devices (exit 1) */
+START_TEST(test_devices_cli)
+{
+    char *tmp = tu_mkdtemp(), in_path[1200], cmd[4096];
+    snprintf(in_path, sizeof in_path, "%s/in.safetensors", tmp);
+    static const int32_t ids[] = {1, 2, 3};
+    pu_write_ids(in_path, ids, 3);
+    const char *run = tu_tool("tools/rlx-run");
+    snprintf(cmd, sizeof cmd, "'%s' forward --model '%s' --inputs '%s' --out '%s/o.st' --devices 0,0", run,
+             tu_fixture("llama32-tiny"), in_path, tmp);
+    tu_result r = tu_run(cmd, 120);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strncmp(r.err, "rlx-run: --devices 0,0: device 0 twice\n", 39) == 0, "%s", r.err);
+    tu_result_free(&r);
+    snprintf(cmd, sizeof cmd, "'%s' forward --model '%s' --inputs '%s' --out '%s/o.st' --devices 0,1 --backend cpu",
+             run, tu_fixture("llama32-tiny"), in_path, tmp);
+    r = tu_run(cmd, 120);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_msg(strncmp(r.err, "rlx-run: --devices 0,1: no GPU backend runs here (", 50) == 0, "%s", r.err);
+    ck_assert_msg(strchr(r.err, '\n') == r.err + strlen(r.err) - 1, "one line: %s", r.err);
+    tu_result_free(&r);
+    tu_rmrf(tmp);
+    free(tmp);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tp");
@@ -197,6 +224,7 @@ int main(void)
     tcase_add_test(c, test_heads_do_not_divide);
     tcase_add_loop_test(c, test_session_two_ranks, 0, 2);
     tcase_add_test(c, test_devices_parse);
+    tcase_add_test(c, test_devices_cli);
     suite_add_tcase(s, c);
     return tu_run_suite(s);
 }

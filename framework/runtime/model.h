@@ -93,6 +93,9 @@ int rg_model_weight(rlx_model *m, const char *name, const rlx_shape *expect, int
 void rg_model_free_weights(rlx_model *m);
 
 
+/* tp.c: --devices (or the profile's backend.cuda.devices) valid for the chosen backend */
+int rg_model_check_devices(rlx_model *m, const char *devices, rlx_diag *d);
+
 /* compile.c: build + passes + legalize + plan + backend compile, cached per shape */
 int rg_model_exec(rlx_model *m, int phase, int64_t T, int64_t ctx, rg_exec **out, rlx_diag *d);
 /* the same for a set of optional inputs given (v NULL: all of them) */

@@ -52,8 +52,12 @@ RLX_API int rlx_tp_open(const char *dir, const rlx_model_options *opt, int ranks
     t->ranks = ranks;
     int64_t group = __atomic_fetch_add(&next_group, 1, __ATOMIC_RELAXED);
     int rc = 0;
+    rlx_model_options o;
+    rlx_model_options_init(&o);
+    if (opt) o = *opt;
+    o.devices = NULL; /* the ranks are this process's threads */
     for (int r = 0; r < ranks && !rc; r++) {
-        rc = rlx_model_open(dir, opt, &t->m[r], d);
+        rc = rlx_model_open(dir, &o, &t->m[r], d);
         if (rc) break;
         if (ranks > 1 && !runs_collectives(t->m[r]->be))
             rc = rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "backend %s: tensor parallelism needs rlx.all_reduce and "
@@ -248,5 +252,40 @@ RLX_API int rlx_devices_parse(const char *s, int *out, int max, int *n, rlx_diag
         p = *end ? end + 1 : end;
         if (*end && !*p) return rlx_diag_set(d, RLX_ERR_INVALID, "--devices %s: a trailing comma", s);
     }
+    return 0;
+}
+
+/* --devices / backend.cuda.devices against the chosen backend and what its probe found */
+int rg_model_check_devices(rlx_model *m, const char *devices, rlx_diag *d)
+{
+    int dev[RLX_MAX_DEVICES], n = 0, gpu = strcmp(m->be->name, "cpu") != 0;
+    char list[64] = "";
+    if (devices) {
+        int rc = rlx_devices_parse(devices, dev, RLX_MAX_DEVICES, &n, d);
+        if (rc) return rc;
+        snprintf(list, sizeof list, "--devices %s", devices);
+    } else if (gpu && m->profile[0].backend.cuda.n_devices) {
+        n = m->profile[0].backend.cuda.n_devices;
+        memcpy(dev, m->profile[0].backend.cuda.devices, (size_t)n * sizeof *dev);
+        snprintf(list, sizeof list, "backend.cuda.devices");
+    }
+    if (!n) return 0;
+    if (!gpu) {
+        if (n == 1) return 0;
+        rlx_diag why;
+        rlx_diag_init(&why);
+        const rlx_backend *cuda = rlx_registry_backend(m->registry, "cuda", &why);
+        return rlx_diag_set(d, RLX_ERR_DEVICE, "%s: no GPU backend runs here (%s)", list,
+                            cuda ? "backend cpu was asked for" : why.msg);
+    }
+    const rlx_backend_probe *pb = rlx_registry_probe(m->registry, m->be);
+    uint32_t have = pb ? pb->n_devices : 0;
+    for (int k = 0; k < n; k++)
+        if (dev[k] < 0 || (uint32_t)dev[k] >= have)
+            return rlx_diag_set(d, RLX_ERR_DEVICE, "backend %s: %s: device %d is not present (%u device%s)",
+                                m->be->name, list, dev[k], have, have == 1 ? "" : "s");
+    if (n > 1 && !runs_collectives(m->be))
+        return rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "backend %s: %s: tensor parallelism over GPUs is not wired into "
+                            "this backend yet (docs/multi-gpu.md)", m->be->name, list);
     return 0;
 }

@@ -148,7 +148,8 @@ typedef struct rlx_profile {
     struct { char compute[8]; char mixed[8]; } precision;
     struct {
         struct { int threads; char placement[8]; int unfuse_regions; } cpu;
-        struct { int device; int graphs; } cuda;
+        /* devices: a tensor-parallel run over these GPUs (docs/multi-gpu.md) */
+        struct { int device; int graphs; int devices[RLX_MAX_DEVICES]; int n_devices; } cuda;
     } backend;
 } rlx_profile;
 
@@ -203,6 +204,10 @@ typedef struct rlx_model_options {
      * precision.mixed ("none" | "auto"); NULL: the profile's */
     const char *precision;
     const char *mixed;
+    /* "0,1": run over these GPUs (tensor parallelism; profile backend.cuda.devices);
+     * NULL: the profile's. Validated; over several GPUs refused with one line until the
+     * GPU backends run the collectives (docs/multi-gpu.md) */
+    const char *devices;
 } rlx_model_options;
 
 void rlx_model_options_init(rlx_model_options *o);
