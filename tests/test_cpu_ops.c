@@ -6,6 +6,7 @@
 #include <check.h>
 #include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -286,7 +287,8 @@ START_TEST(test_descriptor)
         "rlx.attention", "rlx.cache_write", "rlx.transpose", "rlx.concat", "rlx.slice",
         "rlx.last_row", "rlx.copy", "rlx.cast", "rlx.swiglu", "rlx.geglu_tanh",
         "rlx.add_rms_norm", "rlx.linear_swiglu", "rlx.conv2d", "rlx.group_norm",
-        "rlx.upsample_nearest2d", "rlx.bmm", "rlx.relu", "rlx.sin", "rlx.cos"};
+        "rlx.upsample_nearest2d", "rlx.bmm", "rlx.relu", "rlx.sin", "rlx.cos", "rlx.all_reduce",
+        "rlx.all_gather"};
     size_t n = 0;
     while (BE->ops[n]) {
         ck_assert_msg(strcmp(BE->ops[n], "rlx.reshape") != 0, "backends never see reshapes");
@@ -1107,6 +1109,71 @@ START_TEST(test_concat_slice_last_row_copy)
 }
 END_TEST
 
+/* collectives: over one rank a copy; over 2 ranks (two handles, one thread each, one
+ * group) the sum in rank order / both ranks' rows side by side, the same on both */
+typedef struct coll_rank {
+    void *h;
+    top o;
+    void *res[2];
+    rlx_diag d;
+    int rc;
+} coll_rank;
+
+static void *coll_main(void *arg)
+{
+    coll_rank *r = arg;
+    rlx_diag_init(&r->d);
+    r->rc = run_op(r->h, &r->o, r->res, &r->d);
+    return NULL;
+}
+
+static void coll_case(const char *op, int gather)
+{
+    float *x[2] = {rnd(3 * 4, 1), rnd(3 * 4, 1)};
+    double one[12], want[2 * 12];
+    for (int i = 0; i < 12; i++) one[i] = x[0][i];
+    top o = {.op = op, .n_in = 1, .n_out = 1, .n_attrs = 0};
+    o.in[0] = F(x[0], shp(2, 3, 4));
+    o.out[0] = F(NULL, shp(2, 3, 4));
+    check1(&o, one);
+    coll_rank r[2];
+    for (int k = 0; k < 2; k++) {
+        r[k].h = HND[k];
+        r[k].o = (top){.op = op, .n_in = 1, .n_out = 1, .n_attrs = 4};
+        r[k].o.in[0] = F(x[k], shp(2, 3, 4));
+        r[k].o.out[0] = F(NULL, shp(2, 3, gather ? 8 : 4));
+        rlx_attr a[4] = {RLX_ATTR_I("ranks", 2), RLX_ATTR_I("rank", k), RLX_ATTR_I("group", 4242 + gather),
+                         RLX_ATTR_I("axis", -1)};
+        memcpy(r[k].o.attrs, a, sizeof a);
+    }
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 4; j++) {
+            if (gather) {
+                want[i * 8 + j] = x[0][i * 4 + j];
+                want[i * 8 + 4 + j] = x[1][i * 4 + j];
+            } else {
+                want[i * 4 + j] = (double)(x[0][i * 4 + j] + x[1][i * 4 + j]);
+            }
+        }
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, coll_main, &r[1]), 0);
+    coll_main(&r[0]);
+    pthread_join(th, NULL);
+    size_t n = gather ? 24 : 12;
+    for (int k = 0; k < 2; k++) {
+        ck_assert_msg(r[k].rc == 0, "%s rank %d: %s", op, k, r[k].d.msg);
+        ck_assert_msg(rel_l2(r[k].res[0], want, n) == 0, "%s rank %d differs", op, k);
+    }
+    free(r[0].res[0]), free(r[1].res[0]), free(x[0]), free(x[1]);
+}
+
+START_TEST(test_collectives)
+{
+    coll_case("rlx.all_reduce", 0);
+    coll_case("rlx.all_gather", 1);
+}
+END_TEST
+
 /* casts: outputs compared exactly on every handle */
 static void cast_case(int from, const void *x, int to, const void *want, int n)
 {
@@ -1375,6 +1442,7 @@ static Suite *suite(void)
     tcase_add_test(c, test_attention_pos_past_keys);
     tcase_add_test(c, test_embedding);
     tcase_add_test(c, test_cache_write);
+    tcase_add_test(c, test_collectives);
     tcase_add_test(c, test_transpose);
     tcase_add_test(c, test_concat_slice_last_row_copy);
     tcase_add_test(c, test_cast);

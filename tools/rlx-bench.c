@@ -27,6 +27,7 @@ static const char help[] =
     "  --batch B            independent sequences, run one after another (default 1)\n"
     "  --backend NAME       cpu, cuda, rocm or auto\n"
     "  --threads N          CPU worker threads (0: one per physical core)\n"
+    "  --devices 0,1          GPUs of a tensor-parallel run (docs/multi-gpu.md; not wired yet)\n"
     "  --profile NAME|FILE  compile profile\n"
     "  --policy direct|fusable fusion policy\n"
     "  --precision f32|f16|bf16 compute dtype, overriding the profile's precision.compute\n"

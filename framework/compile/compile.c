@@ -11,19 +11,18 @@ static int passes(rlx_model *m, rg_exec *e, rlx_diag *d)
     const char *policy = m->policy[e->phase == RLX_PHASE_DECODE ? 1 : 0];
     rg_graph *g = e->g;
     e->stats.built_nodes = g->n_nodes;
+    int rc = rg_pass_partition(g, m->tp_rank, m->tp_ranks, m->tp_group, d);
+    if (rc) return rc;
     if (rg_pass_outputs(g)) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     if (pr->passes.constant_folding && rg_pass_fold(g, &e->stats))
         return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     if (!pr->fusion.skip && !strcmp(policy, "fusable") && rg_pass_fuse(g, &e->stats))
         return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     if (pr->passes.dce) rg_pass_dce(g, &e->stats);
-    if (pr->fusion.assert_clean) {
-        int rc = rg_pass_assert_clean(g, m->be, d);
-        if (rc) return rc;
-    }
+    if (pr->fusion.assert_clean && (rc = rg_pass_assert_clean(g, m->be, d))) return rc;
     /* profile backend.cpu.unfuse_regions: decompose composites the CPU kernels fuse */
     int unfuse = pr->backend.cpu.unfuse_regions && !strcmp(m->be->name, "cpu");
-    int rc = rg_pass_precision(g, pr, &e->stats, d);
+    rc = rg_pass_precision(g, pr, &e->stats, d);
     if (!rc) rc = rg_pass_f32_outputs(g, &e->stats, d);
     if (!rc) rc = rg_pass_casts(g, m->be, 0, &e->stats, d);
     if (!rc) rc = rg_legalize(g, m->be, unfuse, &e->stats, d);
@@ -44,7 +43,7 @@ static int bind_fixed(rlx_model *m, rg_exec *e, rlx_diag *d)
         size_t bytes = (size_t)rlx_shape_numel(&vd->shape) * rlx_dtype_size(vd->dtype);
         if (vd->kind == RLX_VALUE_WEIGHT) {
             const rg_weight *w;
-            int rc = rg_model_weight_as(m, gv->name, vd->dtype, &w, d);
+            int rc = rg_model_weight_part(m, gv->name, vd->dtype, gv->split, gv->split_lo, gv->split_hi, &w, d);
             if (rc) return rc;
             e->ptrs[i] = w->ptr;
         } else if (vd->kind == RLX_VALUE_CONST && host) {

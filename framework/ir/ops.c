@@ -77,6 +77,25 @@ static int inf_copy(const rg_graph *g, const rg_node *n, rlx_shape *o, int *dt, 
     return 0;
 }
 
+/* collectives over the ranks of a tensor-parallel group (docs/multi-gpu.md) */
+static int inf_all_reduce(const rg_graph *g, const rg_node *n, rlx_shape *o, int *dt, char *err, size_t len)
+{
+    if (rg_attr_int(n, "ranks", 1) < 1) return bad(err, len, "attribute ranks must be >= 1");
+    return inf_same(g, n, o, dt, err, len);
+}
+
+static int inf_all_gather(const rg_graph *g, const rg_node *n, rlx_shape *o, int *dt, char *err, size_t len)
+{
+    int64_t r = rg_attr_int(n, "ranks", 1), ax = rg_attr_int(n, "axis", -1);
+    if (r < 1) return bad(err, len, "attribute ranks must be >= 1");
+    if (inf_same(g, n, o, dt, err, len)) return -1;
+    if (ax < 0) ax += o[0].ndim;
+    if (ax < 0 || ax >= (int64_t)o[0].ndim) return bad(err, len, "axis %lld is outside x's %u dims",
+                                                     (long long)rg_attr_int(n, "axis", -1), o[0].ndim);
+    o[0].dims[ax] *= r;
+    return 0;
+}
+
 static int is_suffix(const rlx_shape *a, const rlx_shape *b)
 {
     if (b->ndim > a->ndim) return 0;
@@ -123,6 +142,10 @@ static int inf_matmul(const rg_graph *g, const rg_node *n, rlx_shape *o, int *dt
     if (n->n_in == 3 && (S(2)->ndim != 1 || S(2)->dims[0] != S(1)->dims[0]))
         return bad(err, len, "w %s and bias %s: bias must be [N]", ss(S(1), B.b[0]),
                    ss(S(2), B.b[1]));
+    const rlx_attr *tp = rg_attr(n, "tp");
+    if (tp && (tp->kind != RLX_ATTR_STR || rg_tp_kind(tp->s) < 0))
+        return bad(err, len, "attribute tp must be \"col\", \"col_rep\", \"row\" or \"vocab\"");
+    if (tp && rg_attr_int(n, "tp_unit", 1) < 1) return bad(err, len, "attribute tp_unit must be >= 1");
     o[0] = *S(0);
     o[0].dims[o[0].ndim - 1] = S(1)->dims[0];
     dt[0] = DT(0);
@@ -504,8 +527,18 @@ static const rg_op_def op_table[] = {
     {"rlx.geglu_tanh", 2, 2, 1, 1, inf_glu, rg_decompose_geglu_tanh},
     {"rlx.add_rms_norm", 3, 3, 2, 1, inf_add_rms_norm, rg_decompose_add_rms_norm},
     {"rlx.linear_swiglu", 3, 3, 1, 1, inf_linear_swiglu, rg_decompose_linear_swiglu},
+    {"rlx.all_reduce", 1, 1, 1, 1, inf_all_reduce, rg_decompose_collective},
+    {"rlx.all_gather", 1, 1, 1, 1, inf_all_gather, rg_decompose_collective},
 };
 #define N_OPS (sizeof op_table / sizeof op_table[0])
+
+int rg_tp_kind(const char *s)
+{
+    static const char *const kinds[] = {"col", "col_rep", "row", "vocab"};
+    for (int i = 0; s && i < 4; i++)
+        if (!strcmp(s, kinds[i])) return i;
+    return -1;
+}
 
 const rg_op_def *rg_op_find(const char *name)
 {

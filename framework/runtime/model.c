@@ -267,6 +267,7 @@ RLX_API int rlx_model_open(const char *dir, const rlx_model_options *opt_in, rlx
         m->be = rlx_registry_backend(m->registry, name ? name : "auto", d);
         if (!m->be) rc = d && d->code ? d->code : RLX_ERR_NOT_FOUND;
     }
+    if (!rc) rc = rg_model_check_devices(m, o.devices, d);
     if (!rc) rc = init_backend(m, &o, d);
     if (!rc) rc = build_flows(m, &o, d);
     if (rc) {

@@ -157,6 +157,8 @@ CPU_OP(embedding) CPU_OP(cache_write) CPU_OP(transpose) CPU_OP(concat) CPU_OP(sl
 CPU_OP(last_row) CPU_OP(copy) CPU_OP(cast)
 /* cpu_k_spatial.c */
 CPU_OP(conv2d) CPU_OP(group_norm) CPU_OP(upsample)
+/* cpu_k_collective.c: all_reduce and all_gather between ranks of this process */
+CPU_OP(collective)
 #undef CPU_OP
 
 #endif
