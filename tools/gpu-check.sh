@@ -8,6 +8,9 @@
 #                                 it and the runtime .debs into DIR (carry DIR there)
 #   tools/gpu-check.sh run DIR    there: unpacks to the same absolute paths, runs
 #                                 everything, prints one table (and writes it to $OUT)
+#
+# GPU_CHECK_ONLY=REGEX (run) runs only the rows whose name matches (e.g. 'conformance|bench'),
+# to spend less device time while iterating; unset, everything runs.
 set -u
 root=/tmp/rlx-gpu
 mode=${1:-}
@@ -47,8 +50,10 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 table=$out/gpu-check.txt
 : >"$table"
 row() { printf '%-34s %s\n' "$1" "$2" | tee -a "$table"; }
+want() { [ -z "${GPU_CHECK_ONLY:-}" ] || [[ $1 =~ $GPU_CHECK_ONLY ]]; }
 run_test() { # name cmd...
     local name=$1; shift
+    want "$name" || return 0
     local log=$out/$name.log t0=$SECONDS
     "$@" >"$log" 2>&1
     local rc=$?
@@ -68,6 +73,7 @@ done
 for cfg in llama-188m-config.json llama-1b-config.json; do
     for prec in f32 bf16; do
         log=$out/bench-${cfg%-config.json}-$prec.json
+        want "bench ${cfg%-config.json} $prec" || continue
         ./tools/rlx-bench --config "$root/$cfg" --backend cuda --prefill 512 --decode 128 --reps 3 \
             --precision "$prec" --json >"$log" 2>"$log.err"
         row "bench ${cfg%-config.json} $prec" "rc=$? $(tr -d '\n' <"$log" | head -c 400)"
@@ -75,3 +81,9 @@ for cfg in llama-188m-config.json llama-1b-config.json; do
 done
 echo "---- table"; cat "$table"
 echo "---- first failures"; cat "$out/failures.txt" 2>/dev/null
+# the device tool returns at most 8 files: every log in one archive, the table beside it
+if [ -n "${OUT:-}" ]; then
+    tar -C "$out" -czf /tmp/gpu-check-logs.tgz . &&
+        find "$out" -mindepth 1 -maxdepth 1 ! -name gpu-check.txt ! -name failures.txt -exec rm -rf {} + &&
+        mv /tmp/gpu-check-logs.tgz "$out/logs.tgz"
+fi
