@@ -11,6 +11,7 @@
 #
 # GPU_CHECK_ONLY=REGEX (run) runs only the rows whose name matches (e.g. 'conformance|bench'),
 # to spend less device time while iterating; unset, everything runs.
+# GPU_CHECK_INCREMENTAL=1 (pack) rebuilds in the /tmp/rlx-gpu tree of an earlier pack.
 set -u
 root=/tmp/rlx-gpu
 mode=${1:-}
@@ -20,11 +21,16 @@ dir=${2:-}
 if [ "$mode" = pack ]; then
     set -e
     top=$(cd "$(dirname "$0")/.." && pwd)
-    rm -rf "$root" && mkdir -p "$root/src" "$root/build" "$dir"
-    (cd "$top" && git ls-files -z | xargs -0 tar -cf - | tar -C "$root/src" -xf -)
-    (cd "$root/src" && autoreconf -fi >/dev/null 2>&1)
-    (cd "$root/build" && "$root/src/configure" -q --with-cuda >/dev/null && make -j"$(nproc)" >/dev/null &&
-        make -j"$(nproc)" check TESTS= >/dev/null)
+    if [ "${GPU_CHECK_INCREMENTAL:-}" = 1 ] && [ -f "$root/build/Makefile" ]; then
+        (cd "$top" && git ls-files -z | xargs -0 tar -cf - | tar -C "$root/src" -xf -)
+        (cd "$root/build" && make -j"$(nproc)" >/dev/null && make -j"$(nproc)" check TESTS= >/dev/null)
+    else
+        rm -rf "$root" && mkdir -p "$root/src" "$root/build" "$dir"
+        (cd "$top" && git ls-files -z | xargs -0 tar -cf - | tar -C "$root/src" -xf -)
+        (cd "$root/src" && autoreconf -fi >/dev/null 2>&1)
+        (cd "$root/build" && "$root/src/configure" -q --with-cuda >/dev/null && make -j"$(nproc)" >/dev/null &&
+            make -j"$(nproc)" check TESTS= >/dev/null)
+    fi
     cp "$top/../shared/perf/"llama-*-config.json "$root/" 2>/dev/null || true
     tar -C / --exclude="*.o" --exclude=autom4te.cache -cJf "$dir/rlx-gpu.tar.xz" "${root#/}"
     mkdir -p "$dir/debs"
@@ -77,6 +83,18 @@ for cfg in llama-188m-config.json llama-1b-config.json; do
         ./tools/rlx-bench --config "$root/$cfg" --backend cuda --prefill 512 --decode 128 --reps 3 \
             --precision "$prec" --json >"$log" 2>"$log.err"
         row "bench ${cfg%-config.json} $prec" "rc=$? $(tr -d '\n' <"$log" | head -c 400)"
+    done
+done
+# where the time goes: per-op kernel times and host calls (RLX_GPU_PROFILE, graphs off)
+for cfg in llama-188m-config.json llama-1b-config.json; do
+    for prec in f32 bf16; do
+        name="profile ${cfg%-config.json} $prec"
+        want "$name" || continue
+        log=$out/profile-${cfg%-config.json}-$prec.txt
+        RLX_GPU_PROFILE=1 ./tools/rlx-bench --config "$root/$cfg" --backend cuda --prefill 512 --decode 128 \
+            --reps 1 --precision "$prec" --json >"$log" 2>&1
+        row "$name" "rc=$?"
+        echo "==== $name"; cat "$log"
     done
 done
 echo "---- table"; cat "$table"

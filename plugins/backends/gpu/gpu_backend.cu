@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #ifndef RLX_VERSION
 #define RLX_VERSION "0"
@@ -80,6 +81,7 @@ typedef struct gpu_exe {
     void **graph_ptrs;
     gpuGraphExec_t graph;
     int has_graph;
+    int decode; /* every matmul has <= GPU_GEMV_MAX_M rows (the profile's phase) */
 } gpu_exe;
 
 typedef struct gpu_be {
@@ -91,7 +93,47 @@ typedef struct gpu_be {
     int sms; /* multiprocessors: sizes the decode attention split */
     int *err_dev;  /* {code, value, node} */
     int *err_host; /* pinned copy */
+    struct gpu_prof *prof; /* RLX_GPU_PROFILE=1 */
 } gpu_be;
+
+/* RLX_GPU_PROFILE=1: each step timed with events (graphs off), the host calls timed; a
+ * table per phase (decode: every matmul has <= 16 rows) on stderr at teardown. */
+typedef struct gpu_prof {
+    double op_ms[2][OP_COUNT];
+    long op_n[2][OP_COUNT];
+    double exec_ms[2], up_ms, down_ms, alloc_ms, compile_ms;
+    long exec_n[2], up_n, down_n, alloc_n, compile_n;
+    double up_b, down_b, alloc_b;
+    gpuEvent_t e0, e1;
+} gpu_prof;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static void prof_print(const gpu_prof *p)
+{
+    fprintf(stderr, "%s profile: compile %ld x %.2f ms, alloc %ld x (%.1f MB) %.2f ms, upload %ld x "
+            "(%.1f MB) %.2f ms, download %ld x (%.1f MB) %.2f ms\n", RLX_GPU_VENDOR, p->compile_n,
+            p->compile_n ? p->compile_ms / (double)p->compile_n : 0.0, p->alloc_n, p->alloc_b / 1e6,
+            p->alloc_ms, p->up_n, p->up_b / 1e6, p->up_ms, p->down_n, p->down_b / 1e6, p->down_ms);
+    for (int ph = 0; ph < 2; ph++) {
+        if (!p->exec_n[ph])
+            continue;
+        double n = (double)p->exec_n[ph], ker = 0;
+        for (int o = 0; o < OP_COUNT; o++)
+            ker += p->op_ms[ph][o];
+        fprintf(stderr, "%s profile %s: %ld executes, %.3f ms each (host), kernels %.3f ms each\n",
+                RLX_GPU_VENDOR, ph ? "decode" : "prefill", p->exec_n[ph], p->exec_ms[ph] / n, ker / n);
+        for (int o = 0; o < OP_COUNT; o++)
+            if (p->op_n[ph][o])
+                fprintf(stderr, "  %-18s %6.1f per execute %9.4f ms each execute\n", op_names[o],
+                        (double)p->op_n[ph][o] / n, p->op_ms[ph][o] / n);
+    }
+}
 
 static int64_t numel(const rlx_value_desc *v)
 {
@@ -557,18 +599,23 @@ static int gpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
     {
         const char *g = getenv("RLX_GPU_GEMM");
         be->own_gemm = g && strcmp(g, "own") == 0;
+        const char *pf = getenv("RLX_GPU_PROFILE");
+        if (pf && strcmp(pf, "1") == 0 && (be->prof = (gpu_prof *)calloc(1, sizeof(gpu_prof))))
+            be->graphs = 0;
     }
     {
         gpuError_t e = gpuGetDeviceCount(&count);
         if (e != gpuSuccess) {
             set_diag(d, RLX_ERR_DEVICE, "no device: %s: %s", RLX_GPU_COUNT_FN, gpuGetErrorString(e));
             (void)gpuGetLastError();
+            free(be->prof);
             free(be);
             return RLX_ERR_DEVICE;
         }
     }
     if (be->device < 0 || be->device >= count) {
         set_diag(d, RLX_ERR_DEVICE, "device %d does not exist (%d found)", be->device, count);
+        free(be->prof);
         free(be);
         return RLX_ERR_DEVICE;
     }
@@ -581,6 +628,10 @@ static int gpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
     GPU_TRY(gpuStreamCreateWithFlags(&be->stream, gpuStreamNonBlocking), "stream create");
     GPU_TRY(gpuMalloc((void **)&be->err_dev, 4 * sizeof(int)), "error word alloc");
     GPU_TRY(gpuHostAlloc((void **)&be->err_host, 4 * sizeof(int)), "pinned alloc");
+    if (be->prof) {
+        GPU_TRY(gpuEventCreate(&be->prof->e0), "event create");
+        GPU_TRY(gpuEventCreate(&be->prof->e1), "event create");
+    }
     /* the vendor library (cuBLAS) is loaded here, by the first session that needs it */
     if (!be->own_gemm && gpu_blas_create(&be->blas, be->stream, err, sizeof err) != 0) {
         set_diag(d, RLX_ERR_DEVICE, "%s", err);
@@ -601,6 +652,12 @@ static void gpu_teardown(void *bep)
     if (be->stream)
         (void)gpuStreamSynchronize(be->stream);
     gpu_blas_destroy(be->blas);
+    if (be->prof) {
+        prof_print(be->prof);
+        (void)gpuEventDestroy(be->prof->e0);
+        (void)gpuEventDestroy(be->prof->e1);
+        free(be->prof);
+    }
     if (be->err_dev)
         (void)gpuFree(be->err_dev);
     if (be->err_host)
@@ -614,9 +671,15 @@ static void gpu_teardown(void *bep)
 
 static void *gpu_alloc(void *bep, size_t bytes, rlx_diag *d)
 {
-    (void)bep;
+    gpu_prof *pf = ((gpu_be *)bep)->prof;
+    double t0 = pf ? now_ms() : 0;
     void *p = NULL;
     gpuError_t e = gpuMalloc(&p, bytes ? bytes : 256);
+    if (pf) {
+        pf->alloc_ms += now_ms() - t0;
+        pf->alloc_n++;
+        pf->alloc_b += (double)bytes;
+    }
     if (e != gpuSuccess) {
         set_diag(d, RLX_ERR_NOMEM, "alloc of %zu bytes: %s", bytes, gpuGetErrorString(e));
         (void)gpuGetLastError();
@@ -646,14 +709,48 @@ static int copy_sync(gpu_be *be, void *dst, const void *src, size_t bytes, int k
     return 0;
 }
 
+static int gpu_upload_(void *bep, void *dst, const void *src, size_t bytes, rlx_diag *d)
+{
+#if defined(RLX_GPU_HIP)
+    return copy_sync((gpu_be *)bep, dst, src, bytes, gpuMemcpyHostToDevice, "upload", d);
+#else
+    /* from pageable memory CUDA returns once src is staged, so src may change at once: no
+     * stream sync per upload (a decode step uploads its token id and positions) */
+    gpu_be *be = (gpu_be *)bep;
+    gpuError_t e = gpuMemcpyAsync(dst, src, bytes, gpuMemcpyHostToDevice, be->stream);
+    if (e != gpuSuccess) {
+        set_diag(d, RLX_ERR_DEVICE, "upload of %zu bytes: %s", bytes, gpuGetErrorString(e));
+        (void)gpuGetLastError();
+        return RLX_ERR_DEVICE;
+    }
+    return 0;
+#endif
+}
+
 static int gpu_upload(void *bep, void *dst, const void *src, size_t bytes, rlx_diag *d)
 {
-    return copy_sync((gpu_be *)bep, dst, src, bytes, gpuMemcpyHostToDevice, "upload", d);
+    gpu_prof *pf = ((gpu_be *)bep)->prof;
+    double t0 = pf ? now_ms() : 0;
+    int rc = gpu_upload_(bep, dst, src, bytes, d);
+    if (pf) {
+        pf->up_ms += now_ms() - t0;
+        pf->up_n++;
+        pf->up_b += (double)bytes;
+    }
+    return rc;
 }
 
 static int gpu_download(void *bep, void *dst, const void *src, size_t bytes, rlx_diag *d)
 {
-    return copy_sync((gpu_be *)bep, dst, src, bytes, gpuMemcpyDeviceToHost, "download", d);
+    gpu_prof *pf = ((gpu_be *)bep)->prof;
+    double t0 = pf ? now_ms() : 0;
+    int rc = copy_sync((gpu_be *)bep, dst, src, bytes, gpuMemcpyDeviceToHost, "download", d);
+    if (pf) {
+        pf->down_ms += now_ms() - t0;
+        pf->down_n++;
+        pf->down_b += (double)bytes;
+    }
+    return rc;
 }
 
 static int gpu_sync(void *bep, rlx_diag *d)
@@ -720,7 +817,7 @@ static size_t plan_matmul(const gpu_be *be, gpu_step *st)
     return a + (st->c_scratch ? (size_t)(st->rows * st->n) * 4 * (glu ? 2 : 1) : 0);
 }
 
-static int gpu_compile(void *bep, const rlx_program *prog, void **out, rlx_diag *d)
+static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag *d)
 {
     gpu_be *be = (gpu_be *)bep;
     *out = NULL;
@@ -741,8 +838,10 @@ static int gpu_compile(void *bep, const rlx_program *prog, void **out, rlx_diag 
         if (st->op == OP_EMBEDDING || st->op == OP_CACHE_WRITE)
             x->checks = 1;
         size_t need = 0;
-        if (st->op == OP_MATMUL || st->op == OP_MATMUL_NN || st->op == OP_LINEAR_SWIGLU)
+        if (st->op == OP_MATMUL || st->op == OP_MATMUL_NN || st->op == OP_LINEAR_SWIGLU) {
             need = plan_matmul(be, st);
+            x->decode = x->decode >= 0 && st->rows <= GPU_GEMV_MAX_M ? 1 : -1;
+        }
         if (st->op == OP_ATTENTION) {
             gpu_attn *a = &st->attn;
             a->nsplit = gpu_attn_splits(a->T, a->S, a->nh, a->d, be->sms);
@@ -761,8 +860,21 @@ static int gpu_compile(void *bep, const rlx_program *prog, void **out, rlx_diag 
             return RLX_ERR_NOMEM;
         }
     }
+    x->decode = x->decode > 0;
     *out = x;
     return 0;
+}
+
+static int gpu_compile(void *bep, const rlx_program *prog, void **out, rlx_diag *d)
+{
+    gpu_prof *pf = ((gpu_be *)bep)->prof;
+    double t0 = pf ? now_ms() : 0;
+    int rc = gpu_compile_(bep, prog, out, d);
+    if (pf) {
+        pf->compile_ms += now_ms() - t0;
+        pf->compile_n++;
+    }
+    return rc;
 }
 
 /* ---------------------------------------------------------------- execute */
@@ -858,7 +970,8 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
         gpu_rms_norm(s, TI(0), none, TI(1), none, TO(0), st->rows, st->n, st->f0, st->i0);
         break;
     case OP_ADD_RMS_NORM:
-        gpu_rms_norm(s, TI(0), TI(1), TI(2), TO(1), TO(0), st->rows, st->n, st->f0, st->i0);
+        /* outputs: the sum (the residual stream), then its norm */
+        gpu_rms_norm(s, TI(0), TI(1), TI(2), TO(0), TO(1), st->rows, st->n, st->f0, st->i0);
         break;
     case OP_LAYER_NORM:
         gpu_layer_norm(s, TI(0), TI(1), TI(2), TO(0), st->rows, st->n, st->f0);
@@ -934,10 +1047,21 @@ static int enqueue_all(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
             return RLX_ERR_DEVICE;
         }
     }
+    gpu_prof *pf = be->prof;
     for (uint32_t i = 0; i < x->n_steps; i++) {
+        if (pf)
+            (void)gpuEventRecord(pf->e0, be->stream);
         int rc = run_step(be, x, &x->steps[i], vp, d);
         if (rc)
             return rc;
+        if (pf) {
+            float ms = 0;
+            (void)gpuEventRecord(pf->e1, be->stream);
+            (void)gpuEventSynchronize(pf->e1);
+            (void)gpuEventElapsedTime(&ms, pf->e0, pf->e1);
+            pf->op_ms[x->decode][x->steps[i].op] += ms;
+            pf->op_n[x->decode][x->steps[i].op]++;
+        }
     }
     if (x->checks) {
         gpuError_t e = gpuMemcpyAsync(be->err_host, be->err_dev, 4 * sizeof(int),
@@ -997,7 +1121,13 @@ static int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d)
 {
     gpu_be *be = (gpu_be *)bep;
     gpu_exe *x = (gpu_exe *)exep;
+    double t0 = be->prof ? now_ms() : 0;
     int rc = be->graphs ? run_graph(be, x, vp, d) : enqueue_all(be, x, vp, d);
+    if (be->prof) {
+        (void)gpuStreamSynchronize(be->stream);
+        be->prof->exec_ms[x->decode] += now_ms() - t0;
+        be->prof->exec_n[x->decode]++;
+    }
     if (rc || !x->checks)
         return rc;
     /* ids and cache positions live on the device: their errors are known after the run */
