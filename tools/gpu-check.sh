@@ -11,9 +11,14 @@
 #
 # GPU_CHECK_ONLY=REGEX (run) runs only the rows whose name matches (e.g. 'conformance|bench'),
 # to spend less device time while iterating; unset, everything runs.
-# GPU_CHECK_INCREMENTAL=1 (pack) rebuilds in the /tmp/rlx-gpu tree of an earlier pack.
+# GPU_CHECK_INCREMENTAL=1 (pack) rebuilds in the tree of an earlier pack.
+# RLX_GPU_ROOT (default /tmp/rlx-gpu) and RLX_GPU_BUILD (default $RLX_GPU_ROOT/build): where
+# the tree is packed and unpacked, the same on both sides; several packers on one machine
+# each need their own. pack with RLX_GPU_BUILD set makes and packs that configured build
+# folder as it is (an out-of-tree build of this checkout), with the sources under the root.
 set -u
-root=/tmp/rlx-gpu
+root=${RLX_GPU_ROOT:-/tmp/rlx-gpu}
+build=${RLX_GPU_BUILD:-$root/build}
 mode=${1:-}
 dir=${2:-}
 [ -n "$mode" ] && [ -n "$dir" ] || { echo "usage: $0 pack|run DIR" >&2; exit 2; }
@@ -21,7 +26,11 @@ dir=${2:-}
 if [ "$mode" = pack ]; then
     set -e
     top=$(cd "$(dirname "$0")/.." && pwd)
-    if [ "${GPU_CHECK_INCREMENTAL:-}" = 1 ] && [ -f "$root/build/Makefile" ]; then
+    if [ -n "${RLX_GPU_BUILD:-}" ]; then
+        rm -rf "$root/src" && mkdir -p "$root/src" "$dir"
+        (cd "$top" && git ls-files -z | xargs -0 tar -cf - | tar -C "$root/src" -xf -)
+        (cd "$build" && make -j"$(nproc)" >/dev/null && make -j"$(nproc)" check TESTS= >/dev/null)
+    elif [ "${GPU_CHECK_INCREMENTAL:-}" = 1 ] && [ -f "$root/build/Makefile" ]; then
         (cd "$top" && git ls-files -z | xargs -0 tar -cf - | tar -C "$root/src" -xf -)
         (cd "$root/build" && make -j"$(nproc)" >/dev/null && make -j"$(nproc)" check TESTS= >/dev/null)
     else
@@ -32,7 +41,10 @@ if [ "$mode" = pack ]; then
             make -j"$(nproc)" check TESTS= >/dev/null)
     fi
     cp "$top/../shared/perf/"llama-*-config.json "$root/" 2>/dev/null || true
-    tar -C / --exclude="*.o" --exclude=autom4te.cache -cJf "$dir/rlx-gpu.tar.xz" "${root#/}"
+    parts=("${root#/}")
+    [ "${build#"$root"/}" = "$build" ] && parts+=("${build#/}")
+    tar -C / --exclude="*.o" --exclude=autom4te.cache --exclude="*.log" --exclude="*.trs" \
+        -cJf "$dir/rlx-gpu.tar.xz" "${parts[@]}"
     mkdir -p "$dir/debs"
     (cd "$dir/debs" && apt-get download libjansson4 libhwloc15 libopenblas0-pthread libgfortran5 \
         libquadmath0 libpcre2-8-0 libunistring2 libsubunit0 libpng16-16 >/dev/null 2>&1)
@@ -45,12 +57,12 @@ out=${OUT:-/tmp}
 tar -C / -xJf "$dir/rlx-gpu.tar.xz"
 mkdir -p /tmp/deps && for f in "$dir"/debs/*.deb; do dpkg -x "$f" /tmp/deps; done
 lib=/tmp/deps/usr/lib/x86_64-linux-gnu
-export LD_LIBRARY_PATH=$root/build/.libs:$lib:$lib/openblas-pthread:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-cd "$root/build" || exit 1
-plugins=$(sed -n "s/^RLX_BUILD_PLUGIN_PATH = //p" Makefile | sed "s|\$(abs_top_builddir)|$root/build|g")
+export LD_LIBRARY_PATH=$build/.libs:$lib:$lib/openblas-pthread:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+cd "$build" || exit 1
+plugins=$(sed -n "s/^RLX_BUILD_PLUGIN_PATH = //p" Makefile | sed "s|\$(abs_top_builddir)|$build|g")
 # what make check's AM_TESTS_ENVIRONMENT sets (tests/tests.am)
 export RLX_PLUGIN_PATH=$plugins CK_DEFAULT_TIMEOUT=600 RLX_PROFILE_PATH=$root/src/profiles \
-    RLX_SRCDIR=$root/src RLX_BUILDDIR=$root/build RLX_FIXTURES=$root/src/tests/fixtures \
+    RLX_SRCDIR=$root/src RLX_BUILDDIR=$build RLX_FIXTURES=$root/src/tests/fixtures \
     RLX_TEST_BACKEND=cuda
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 table=$out/gpu-check.txt
