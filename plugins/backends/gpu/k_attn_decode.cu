@@ -8,7 +8,7 @@
 
 #define AD_WARPS 4
 #define AD_KU 8
-#define AD_KEYS_PER_SPLIT 64
+#define AD_KEYS_PER_SPLIT 32
 #define AD_MAX_SPLITS 64
 
 static int dp_of(int d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256; }
@@ -19,7 +19,7 @@ int gpu_attn_splits(int T, int S, int nh, int d, int sms)
     if (T > GPU_ATTN_DECODE_T || S <= 0 || d % (dp_of(d) / 32) != 0)
         return 0;
     int n = (S + AD_KEYS_PER_SPLIT - 1) / AD_KEYS_PER_SPLIT;
-    int want = (2 * sms + nh * T - 1) / (nh * T); /* about two blocks per SM at full length */
+    int want = (4 * sms + nh * T - 1) / (nh * T); /* about four blocks per SM at full length */
     if (n > want)
         n = want;
     if (n > AD_MAX_SPLITS)
