@@ -690,7 +690,15 @@ static void *gpu_alloc(void *bep, size_t bytes, rlx_diag *d)
         pf->alloc_b += (double)bytes;
     }
     if (e != gpuSuccess) {
-        set_diag(d, RLX_ERR_NOMEM, "alloc of %zu bytes: %s", bytes, gpuGetErrorString(e));
+        size_t fr = 0, tot = 0;
+        (void)gpuGetLastError();
+        const double gib = 1024.0 * 1024.0 * 1024.0;
+        if (gpuMemGetInfo(&fr, &tot) == gpuSuccess)
+            set_diag(d, RLX_ERR_NOMEM, "alloc of %zu bytes (%.2f GiB): %s; %.2f GiB free of %.2f GiB on device %d",
+                     bytes, (double)bytes / gib, gpuGetErrorString(e), (double)fr / gib, (double)tot / gib,
+                     ((gpu_be *)bep)->device);
+        else
+            set_diag(d, RLX_ERR_NOMEM, "alloc of %zu bytes: %s", bytes, gpuGetErrorString(e));
         (void)gpuGetLastError();
         return NULL;
     }
