@@ -48,10 +48,11 @@ static void host_diag_set(rlx_diag *d, int code, const char *fmt, ...)
 /* ---------------------------------------------------------------- tensors */
 
 typedef struct tens {
-    int dtype; /* RLX_F32 or RLX_I32 */
+    int dtype; /* RLX_F32, RLX_I32, RLX_F16 or RLX_BF16 */
     rlx_shape shape;
-    float *f;
+    float *f;    /* f32, and the values of a 16-bit tensor (exactly representable) */
     int32_t *i;
+    uint16_t *h; /* f16 / bf16 bits */
 } tens;
 
 static int64_t tnumel(const tens *t)
@@ -61,6 +62,57 @@ static int64_t tnumel(const tens *t)
         n *= t->shape.dims[k];
     return n;
 }
+
+static int is_half(int dt) { return dt == RLX_F16 || dt == RLX_BF16; }
+
+static size_t tbytes(const tens *t) { return (size_t)tnumel(t) * (is_half(t->dtype) ? 2 : 4); }
+
+/* host conversions, round to nearest even (the device's rounding) */
+static uint16_t f2bf(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static float bf2f(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static float h2f(uint16_t h)
+{
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+    return (float)((h & 0x8000) ? -v : v);
+}
+
+static uint16_t f2h(float f) /* finite values in range (the tests' data) */
+{
+    uint16_t sign = signbit(f) ? 0x8000 : 0;
+    double a = fabs((double)f);
+    if (a < ldexp(1, -24) / 2)
+        return sign;
+    int e;
+    frexp(a, &e); /* a = m * 2^e, m in [0.5, 1) */
+    int ex = e - 1 < -14 ? -14 : e - 1;
+    double q = nearbyint(a / ldexp(1, ex - 10)); /* significand in units of the last place */
+    if (q >= 2048) {
+        q /= 2;
+        ex++;
+    }
+    if (q < 1024)
+        return (uint16_t)(sign | (uint16_t)q); /* subnormal */
+    return (uint16_t)(sign | (uint16_t)((ex + 15) << 10) | (uint16_t)((int)q - 1024));
+}
+
+static float half_val(int dt, uint16_t h) { return dt == RLX_BF16 ? bf2f(h) : h2f(h); }
 
 static tens mk(int dtype, int ndim, int64_t d0, int64_t d1, int64_t d2)
 {
@@ -76,7 +128,21 @@ static tens mk(int dtype, int ndim, int64_t d0, int64_t d1, int64_t d2)
         t.i = calloc((size_t)n + 1, 4);
     else
         t.f = calloc((size_t)n + 1, 4);
+    if (is_half(dtype))
+        t.h = calloc((size_t)n + 1, 2);
     return t;
+}
+
+/* t's values rounded to dt, kept in f (the reference reads them) and as bits in h */
+static tens as_half(const tens *t, int dt)
+{
+    tens o = mk(dt, (int)t->shape.ndim, t->shape.dims[0], t->shape.dims[1], t->shape.dims[2]);
+    o.shape = t->shape;
+    for (int64_t k = 0; k < tnumel(t); k++) {
+        o.h[k] = dt == RLX_BF16 ? f2bf(t->f[k]) : f2h(t->f[k]);
+        o.f[k] = half_val(dt, o.h[k]);
+    }
+    return o;
 }
 
 static tens rand_f(int ndim, int64_t d0, int64_t d1, int64_t d2, double amp)
@@ -91,9 +157,13 @@ static void tfree(tens *t)
 {
     free(t->f);
     free(t->i);
+    free(t->h);
 }
 
-static void *tdata(const tens *t) { return t->dtype == RLX_I32 ? (void *)t->i : (void *)t->f; }
+static void *tdata(const tens *t)
+{
+    return t->dtype == RLX_I32 ? (void *)t->i : is_half(t->dtype) ? (void *)t->h : (void *)t->f;
+}
 
 /* ---------------------------------------------------------------- plugin */
 
@@ -135,7 +205,7 @@ static int run_node(gpu *g, const char *op, tens *ins, int n_in, tens *outs, int
         return rc;
     for (int k = 0; k < nv; k++) {
         tens *t = k < n_in ? &ins[k] : &outs[k - n_in];
-        size_t bytes = (size_t)tnumel(t) * 4;
+        size_t bytes = tbytes(t);
         if (k == n_in && alias0) {
             ptrs[k] = ptrs[0];
             continue;
@@ -161,7 +231,7 @@ static int run_node(gpu *g, const char *op, tens *ins, int n_in, tens *outs, int
     /* twice, outputs poisoned again in between: the second run replays a captured graph */
     for (int rep = 0; rep < 2 && !rc; rep++) {
         for (int k = n_in + (alias0 ? 1 : 0); rep && k < nv; k++) {
-            size_t bytes = (size_t)tnumel(&outs[k - n_in]) * 4;
+            size_t bytes = tbytes(&outs[k - n_in]);
             void *poison = malloc(bytes + 4);
             memset(poison, 0xff, bytes + 4);
             rc = g->b->upload(g->be, ptrs[k], poison, bytes, d);
@@ -173,8 +243,10 @@ static int run_node(gpu *g, const char *op, tens *ins, int n_in, tens *outs, int
             rc = g->b->sync(g->be, d);
     }
     for (int k = 0; !rc && k < n_out; k++)
-        rc = g->b->download(g->be, tdata(&outs[k]), ptrs[n_in + k], (size_t)tnumel(&outs[k]) * 4,
-                            d);
+        rc = g->b->download(g->be, tdata(&outs[k]), ptrs[n_in + k], tbytes(&outs[k]), d);
+    for (int k = 0; !rc && k < n_out; k++) /* 16-bit outputs read back as their values */
+        for (int64_t e = 0; is_half(outs[k].dtype) && e < tnumel(&outs[k]); e++)
+            outs[k].f[e] = half_val(outs[k].dtype, outs[k].h[e]);
     for (int k = 0; k < nv; k++)
         if (!(k == n_in && alias0))
             g->b->free(g->be, ptrs[k]);
@@ -699,6 +771,243 @@ static void test_layout(gpu *g)
     }
 }
 
+/* ---------------------------------------------------------------- 16-bit */
+
+/* a 16-bit output holds its value rounded once: bf16 has 8 significant bits, f16 11 */
+#define TOL_BF16 6e-3
+#define TOL_F16 1e-3
+static double tol_of(int dt) { return dt == RLX_BF16 ? TOL_BF16 : dt == RLX_F16 ? TOL_F16 : TOL; }
+static const char *dtn(int dt) { return dt == RLX_BF16 ? "bf16" : dt == RLX_F16 ? "f16" : "f32"; }
+
+/* rand_f, in dtype dt (rounded values) */
+static tens rand_t(int dt, int ndim, int64_t d0, int64_t d1, int64_t d2, double amp)
+{
+    tens t = rand_f(ndim, d0, d1, d2, amp);
+    if (!is_half(dt))
+        return t;
+    tens h = as_half(&t, dt);
+    tfree(&t);
+    return h;
+}
+
+/* y = x·wᵀ (+ bias) or silu(x·wᵀ)·(x·wuᵀ) with x, w, y in the given dtypes */
+static void mm_case(gpu *g, int64_t M, int64_t K, int64_t N, int xdt, int wdt, int ydt, int bias,
+                    int glu)
+{
+    tens in[3] = {rand_t(xdt, 2, M, K, 0, 1), rand_t(wdt, 2, N, K, 0, 1),
+                  glu ? rand_t(wdt, 2, N, K, 0, 1) : rand_f(1, N, 0, 0, 1)};
+    tens out = mk(ydt, 2, M, N, 0);
+    double *r = dalloc(M * N), *u = dalloc(M * N);
+    ref_matmul(in[0].f, in[1].f, bias && !glu ? in[2].f : NULL, r, M, N, K, 1);
+    if (glu) {
+        ref_matmul(in[0].f, in[2].f, NULL, u, M, N, K, 1);
+        for (int64_t k = 0; k < M * N; k++)
+            r[k] = silu_d(r[k]) * u[k];
+    }
+    /* an f32 product of 16-bit x through cuBLAS rounds x to the weight's dtype */
+    double tol = fmax(tol_of(ydt), xdt != wdt ? tol_of(is_half(xdt) ? xdt : wdt) : 0);
+    char what[96];
+    snprintf(what, sizeof what, "%s M=%lld K=%lld N=%lld %s.%s->%s%s", glu ? "linear_swiglu" : "matmul",
+             (long long)M, (long long)K, (long long)N, dtn(xdt), dtn(wdt), dtn(ydt),
+             bias && !glu ? " +bias" : "");
+    check(g, what, glu ? "rlx.linear_swiglu" : "rlx.matmul", in, glu || bias ? 3 : 2, &out, 1, NULL,
+          0, 0, &r, tol);
+    for (int k = 0; k < 3; k++)
+        tfree(&in[k]);
+    tfree(&out);
+    free(r);
+    free(u);
+}
+
+static void attn_case_t(gpu *g, int dt, int T, int S, int nh, int nkv, int d, int p, int window,
+                        double cap, int with_mask)
+{
+    tens in[5];
+    int n = 0;
+    in[n++] = rand_t(dt, 3, T, nh, d, 1);
+    in[n++] = rand_t(dt, 3, S, nkv, d, 1);
+    in[n++] = rand_t(dt, 3, S, nkv, d, 1);
+    in[n] = mk(RLX_I32, 1, 1, 0, 0);
+    in[n++].i[0] = p;
+    if (with_mask) {
+        in[n] = rand_f(2, T, S, 0, 2);
+        for (int64_t k = 0; k < (int64_t)T * S; k += 5)
+            in[n].f[k] = -INFINITY;
+        n++;
+    }
+    double scale = 1.0 / sqrt((double)d);
+    rlx_attr at[4] = {RLX_ATTR_F("scale", scale), RLX_ATTR_I("causal", 1),
+                      RLX_ATTR_I("window", window), RLX_ATTR_F("softcap", cap)};
+    tens out = mk(dt, 3, T, nh, d);
+    double *ref = dalloc((int64_t)T * nh * d);
+    ref_attention(&in[0], &in[1], &in[2], p, with_mask ? in[n - 1].f : NULL, (double)(float)scale,
+                  1, window, (double)(float)cap, ref);
+    char what[96];
+    snprintf(what, sizeof what, "attention %s T=%d pos=%d S=%d %d:%d d=%d%s%s%s", dtn(dt), T, p, S,
+             nh, nkv, d, window ? " window" : "", cap > 0 ? " softcap" : "", with_mask ? " mask" : "");
+    check(g, what, "rlx.attention", in, n, &out, 1, at, 4, 0, &ref, tol_of(dt));
+    for (int k = 0; k < n; k++)
+        tfree(&in[k]);
+    tfree(&out);
+    free(ref);
+}
+
+static void test_half(gpu *g)
+{
+    /* casts: exact against the host's rounding */
+    for (int dt = RLX_F16; dt <= RLX_BF16; dt++) {
+        tens x = rand_f(2, 31, 65, 0, 40), h = mk(dt, 2, 31, 65, 0), back = mk(RLX_F32, 2, 31, 65, 0);
+        tens hr = as_half(&x, dt);
+        double *r = dalloc(31 * 65);
+        for (int64_t k = 0; k < 31 * 65; k++)
+            r[k] = hr.f[k];
+        rlx_attr a1 = RLX_ATTR_I("dtype", dt), a2 = RLX_ATTR_I("dtype", RLX_F32);
+        char what[64];
+        snprintf(what, sizeof what, "cast f32 -> %s (round to nearest even)", dtn(dt));
+        check(g, what, "rlx.cast", &x, 1, &h, 1, &a1, 1, 0, &r, 1e-12);
+        snprintf(what, sizeof what, "cast %s -> f32", dtn(dt));
+        check(g, what, "rlx.cast", &hr, 1, &back, 1, &a2, 1, 0, &r, 1e-12);
+        tfree(&x);
+        tfree(&h);
+        tfree(&back);
+        tfree(&hr);
+        free(r);
+    }
+    /* matmuls: the skinny kernel (M <= 16; K % 8 == 0 vectorised, else per element) and GEMM */
+    mm_case(g, 1, 1024, 300, RLX_F32, RLX_F32, RLX_F32, 0, 0);
+    mm_case(g, 1, 2048, 517, RLX_BF16, RLX_BF16, RLX_BF16, 0, 0);
+    mm_case(g, 5, 1024, 260, RLX_F32, RLX_BF16, RLX_F32, 1, 0);
+    mm_case(g, 16, 512, 129, RLX_F16, RLX_F16, RLX_F16, 1, 0);
+    mm_case(g, 3, 129, 70, RLX_F32, RLX_F32, RLX_F32, 1, 0);
+    mm_case(g, 2, 200, 64, RLX_BF16, RLX_F32, RLX_BF16, 0, 0);
+    mm_case(g, 1, 1024, 300, RLX_BF16, RLX_BF16, RLX_BF16, 0, 1);
+    mm_case(g, 7, 256, 100, RLX_F32, RLX_F32, RLX_F32, 0, 1);
+    mm_case(g, 37, 136, 70, RLX_BF16, RLX_BF16, RLX_BF16, 1, 0);
+    mm_case(g, 37, 129, 70, RLX_F32, RLX_BF16, RLX_F32, 0, 0);
+    mm_case(g, 64, 256, 96, RLX_F16, RLX_F16, RLX_F16, 0, 0);
+    mm_case(g, 40, 128, 72, RLX_F16, RLX_F16, RLX_F32, 1, 0);
+    mm_case(g, 37, 136, 70, RLX_BF16, RLX_BF16, RLX_BF16, 0, 1);
+    /* attention: the split-key decode path (T <= 8) and the tiled one */
+    attn_case_t(g, RLX_BF16, 1, 512, 8, 2, 64, 300, 0, 0, 0);
+    attn_case_t(g, RLX_F16, 4, 700, 8, 2, 128, 600, 0, 30.0, 1);
+    attn_case_t(g, RLX_F32, 3, 600, 4, 4, 80, 400, 100, 0, 0);
+    attn_case_t(g, RLX_F32, 1, 2048, 32, 8, 64, 2000, 0, 0, 0);
+    attn_case_t(g, RLX_BF16, 1, 300, 2, 1, 256, 5, 0, 0, 0);
+    attn_case_t(g, RLX_BF16, 100, 256, 4, 2, 64, 50, 0, 0, 0);
+    /* norms, rope, elementwise and data movement in 16 bits (weights and tables f32 or 16-bit) */
+    int64_t R = 9, H = 320;
+    for (int dt = RLX_F16; dt <= RLX_BF16; dt++) {
+        tens a = rand_t(dt, 2, R, H, 0, 3), b = rand_t(dt, 2, R, H, 0, 3), w = rand_f(1, H, 0, 0, 1);
+        tens out = mk(dt, 2, R, H, 0), sum = mk(dt, 2, R, H, 0);
+        double *r = dalloc(16 * H * 2), *rs = dalloc(R * H); /* r: up to the cache's rows */
+        rlx_attr at[2] = {RLX_ATTR_F("eps", 1e-6), RLX_ATTR_I("add_one", 0)};
+        for (int64_t rr = 0; rr < R; rr++) {
+            double ss = 0;
+            for (int64_t k = 0; k < H; k++) {
+                ss += (double)a.f[rr * H + k] * a.f[rr * H + k];
+                rs[rr * H + k] = (double)a.f[rr * H + k] + b.f[rr * H + k];
+            }
+            for (int64_t k = 0; k < H; k++)
+                r[rr * H + k] = a.f[rr * H + k] / sqrt(ss / H + 1e-6) * w.f[k];
+        }
+        char what[64];
+        tens ins[3] = {a, w};
+        snprintf(what, sizeof what, "rms_norm %s (weight f32)", dtn(dt));
+        check(g, what, "rlx.rms_norm", ins, 2, &out, 1, at, 2, 0, &r, tol_of(dt));
+        for (int64_t rr = 0; rr < R; rr++) {
+            double ss = 0;
+            for (int64_t k = 0; k < H; k++)
+                ss += rs[rr * H + k] * rs[rr * H + k];
+            for (int64_t k = 0; k < H; k++)
+                r[rr * H + k] = rs[rr * H + k] / sqrt(ss / H + 1e-6) * w.f[k];
+        }
+        tens ins3[3] = {a, b, w}, outs[2] = {sum, out};
+        double *refs[2] = {rs, r};
+        snprintf(what, sizeof what, "add_rms_norm %s", dtn(dt));
+        check(g, what, "rlx.add_rms_norm", ins3, 3, outs, 2, at, 2, 0, refs, tol_of(dt));
+        for (int64_t k = 0; k < R * H; k++)
+            r[k] = silu_d(a.f[k]) * b.f[k];
+        tens ins2[2] = {a, b};
+        snprintf(what, sizeof what, "swiglu %s", dtn(dt));
+        check(g, what, "rlx.swiglu", ins2, 2, &out, 1, NULL, 0, 0, &r, tol_of(dt));
+        for (int64_t k = 0; k < R * H; k++)
+            r[k] = (double)a.f[k] + b.f[k];
+        snprintf(what, sizeof what, "add %s", dtn(dt));
+        check(g, what, "rlx.add", ins2, 2, &out, 1, NULL, 0, 0, &r, tol_of(dt));
+        for (int64_t rr = 0; rr < R; rr++) {
+            double m = -INFINITY, sm = 0;
+            for (int64_t k = 0; k < H; k++)
+                m = fmax(m, a.f[rr * H + k]);
+            for (int64_t k = 0; k < H; k++)
+                sm += exp(a.f[rr * H + k] - m);
+            for (int64_t k = 0; k < H; k++)
+                r[rr * H + k] = exp(a.f[rr * H + k] - m) / sm;
+        }
+        snprintf(what, sizeof what, "softmax %s", dtn(dt));
+        check(g, what, "rlx.softmax", &a, 1, &out, 1, NULL, 0, 0, &r, tol_of(dt));
+        /* layout: exact */
+        int64_t perm[2] = {1, 0};
+        rlx_attr pat = RLX_ATTR_V("perm", perm, 2);
+        tens tr = mk(dt, 2, H, R, 0);
+        for (int64_t rr = 0; rr < R; rr++)
+            for (int64_t k = 0; k < H; k++)
+                r[k * R + rr] = a.f[rr * H + k];
+        snprintf(what, sizeof what, "transpose %s", dtn(dt));
+        check(g, what, "rlx.transpose", &a, 1, &tr, 1, &pat, 1, 0, &r, 1e-12);
+        tens cat = mk(dt, 2, R, 2 * H, 0);
+        rlx_attr cax = RLX_ATTR_I("axis", 1);
+        for (int64_t rr = 0; rr < R; rr++)
+            for (int64_t k = 0; k < 2 * H; k++)
+                r[rr * 2 * H + k] = k < H ? a.f[rr * H + k] : b.f[rr * H + k - H];
+        snprintf(what, sizeof what, "concat %s", dtn(dt));
+        check(g, what, "rlx.concat", ins2, 2, &cat, 1, &cax, 1, 0, &r, 1e-12);
+        tens cache = rand_t(dt, 2, 16, H, 0, 1), pos = mk(RLX_I32, 1, 1, 0, 0), co = mk(dt, 2, 16, H, 0);
+        pos.i[0] = 6;
+        for (int64_t k = 0; k < 16 * H; k++)
+            r[k] = k >= 6 * H && k < 15 * H ? a.f[k - 6 * H] : cache.f[k];
+        tens cw[3] = {cache, a, pos};
+        snprintf(what, sizeof what, "cache_write %s", dtn(dt));
+        check(g, what, "rlx.cache_write", cw, 3, &co, 1, NULL, 0, 1, &r, 1e-12);
+        /* rope: x in dt, inv_freq f32 */
+        int64_t T = 5, nh = 2, d = 64;
+        tens x = rand_t(dt, 3, T, nh, d, 1), ps = mk(RLX_I32, 1, T, 0, 0), inv = mk(RLX_F32, 1, d / 2, 0, 0),
+             ro = mk(dt, 3, T, nh, d);
+        for (int64_t t = 0; t < T; t++)
+            ps.i[t] = (int32_t)(t * 311 + 7);
+        for (int64_t i = 0; i < d / 2; i++)
+            inv.f[i] = (float)pow(10000.0, -2.0 * (double)i / (double)d);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t hh = 0; hh < nh; hh++)
+                for (int64_t i = 0; i < d / 2; i++) {
+                    const float *xr = x.f + (t * nh + hh) * d;
+                    double th = (double)ps.i[t] * inv.f[i], *yr = r + (t * nh + hh) * d;
+                    yr[i] = xr[i] * cos(th) - xr[i + d / 2] * sin(th);
+                    yr[i + d / 2] = xr[i + d / 2] * cos(th) + xr[i] * sin(th);
+                }
+        tens ri[3] = {x, ps, inv};
+        snprintf(what, sizeof what, "rope %s", dtn(dt));
+        check(g, what, "rlx.rope", ri, 3, &ro, 1, NULL, 0, 0, &r, tol_of(dt));
+        /* embedding: a 16-bit table into 16 bits (exact) and into f32 */
+        tens tab = rand_t(dt, 2, 40, H, 0, 1), ids = mk(RLX_I32, 1, 3, 0, 0);
+        tens e16 = mk(dt, 2, 3, H, 0), e32 = mk(RLX_F32, 2, 3, H, 0);
+        for (int t = 0; t < 3; t++)
+            ids.i[t] = 39 - 13 * t;
+        for (int t = 0; t < 3; t++)
+            for (int64_t k = 0; k < H; k++)
+                r[t * H + k] = tab.f[ids.i[t] * H + k];
+        tens ei[2] = {tab, ids};
+        snprintf(what, sizeof what, "embedding %s -> %s", dtn(dt), dtn(dt));
+        check(g, what, "rlx.embedding", ei, 2, &e16, 1, NULL, 0, 0, &r, 1e-12);
+        snprintf(what, sizeof what, "embedding %s -> f32", dtn(dt));
+        check(g, what, "rlx.embedding", ei, 2, &e32, 1, NULL, 0, 0, &r, 1e-12);
+        tens all[] = {a, b, w, out, sum, tr, cat, cache, pos, co, x, ps, inv, ro, tab, ids, e16, e32};
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+            tfree(&all[k]);
+        free(r);
+        free(rs);
+    }
+}
+
 /* ---------------------------------------------------------------- timing */
 
 /* ---------------------------------------------------------------- image ops */
@@ -788,9 +1097,9 @@ static double time_node(gpu *g, const char *op, tens *ins, int n_in, tens *out,
         vals[k].shape = t->shape;
         if (k < n_in)
             in_ids[k] = k;
-        ptrs[k] = g->b->alloc(g->be, (size_t)tnumel(t) * 4, &d);
+        ptrs[k] = g->b->alloc(g->be, tbytes(t), &d);
         if (k < n_in)
-            g->b->upload(g->be, ptrs[k], tdata(t), (size_t)tnumel(t) * 4, &d);
+            g->b->upload(g->be, ptrs[k], tdata(t), tbytes(t), &d);
     }
     rlx_node_desc node = {sizeof node, op, in_ids, (uint32_t)n_in, &out_id, 1, attrs,
                           (uint32_t)n_attrs};
@@ -836,6 +1145,42 @@ static void bench(gpu *g)
     tfree(&x);
     tfree(&w);
     tfree(&y);
+    /* 16-bit: tensor-core GEMM, the skinny kernel's bandwidth, decode attention */
+    {
+        int64_t M2 = 512, K2 = 2048, N2 = 8192;
+        tens xb = rand_t(RLX_BF16, 2, M2, K2, 0, 1), wb = rand_t(RLX_BF16, 2, N2, K2, 0, 1),
+             yb = mk(RLX_BF16, 2, M2, N2, 0);
+        tens ib[2] = {xb, wb};
+        t = time_node(g, "rlx.matmul", ib, 2, &yb, NULL, 0, 50);
+        printf("BENCH %-6s bf16 gemm M=512 K=2048 N=8192: %.3f ms, %.0f GFLOP/s\n", g->label, t * 1e3,
+               2.0 * M2 * N2 * K2 / t * 1e-9);
+        tfree(&xb);
+        tfree(&yb);
+        for (int dt = RLX_F32; dt <= RLX_BF16; dt += 2) {
+            int64_t Kv = 8192, Nv = 8192;
+            tens xv = rand_t(dt, 2, 1, Kv, 0, 1), wv = rand_t(dt, 2, Nv, Kv, 0, 1), yv = mk(dt, 2, 1, Nv, 0);
+            tens iv[2] = {xv, wv};
+            t = time_node(g, "rlx.matmul", iv, 2, &yv, NULL, 0, 50);
+            printf("BENCH %-6s gemv %s M=1 K=8192 N=8192: %.3f ms, %.0f GB/s of weights\n", g->label,
+                   dtn(dt), t * 1e3, (double)tbytes(&wv) / t * 1e-9);
+            tfree(&xv);
+            tfree(&wv);
+            tfree(&yv);
+        }
+        tfree(&wb);
+        tens q = rand_t(RLX_BF16, 3, 1, 32, 64, 1), k = rand_t(RLX_BF16, 3, 2048, 8, 64, 1),
+             v = rand_t(RLX_BF16, 3, 2048, 8, 64, 1), pos = mk(RLX_I32, 1, 1, 0, 0),
+             o = mk(RLX_BF16, 3, 1, 32, 64);
+        pos.i[0] = 2047;
+        tens ai[4] = {q, k, v, pos};
+        rlx_attr at[2] = {RLX_ATTR_F("scale", 0.125), RLX_ATTR_I("causal", 1)};
+        t = time_node(g, "rlx.attention", ai, 4, &o, at, 2, 50);
+        printf("BENCH %-6s decode attention bf16 S=2048 nh=32 nkv=8 d=64: %.1f us, %.0f GB/s of KV\n",
+               g->label, t * 1e6, (double)(tbytes(&k) + tbytes(&v)) / t * 1e-9);
+        tens all[] = {q, k, v, pos, o};
+        for (int j = 0; j < 5; j++)
+            tfree(&all[j]);
+    }
     int T = 2048, nh = 32, d = 128;
     for (int nkv = 32; nkv >= 8; nkv -= 24) {
         tens q = rand_f(3, T, nh, d, 1), k = rand_f(3, T, nkv, d, 1), v = rand_f(3, T, nkv, d, 1),
@@ -916,6 +1261,7 @@ static int run_plugin(const char *path, rlx_host_api *host)
                 test_attention(&g);
                 test_layout(&g);
                 test_bmm_maps(&g);
+                test_half(&g);
             } else {
                 test_matmul(&g);
                 if (pass == 0) {
@@ -926,6 +1272,7 @@ static int run_plugin(const char *path, rlx_host_api *host)
                     test_spatial(&g);
                 }
                 test_attention(&g);
+                test_half(&g);
                 if (getenv("RLX_GPU_BENCH") && strcmp(getenv("RLX_GPU_BENCH"), "1") == 0)
                     bench(&g);
             }

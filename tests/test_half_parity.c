@@ -47,7 +47,9 @@ START_TEST(test_half_parity)
 
     rlx_model_options o;
     rlx_model_options_init(&o);
-    o.backend = "cpu";
+    /* the CPU in make check; tools/gpu-check.sh sets RLX_TEST_BACKEND=cuda */
+    const char *be = getenv("RLX_TEST_BACKEND");
+    o.backend = be && *be ? be : "cpu";
     o.precision = compute;
     o.mixed = mixed;
     o.threads = 2;

@@ -1,4 +1,5 @@
-/* cuBLAS for rlx.matmul / rlx.matmul_nn. cuBLAS is column-major: a row-major [R,C]
+/* cuBLAS for rlx.matmul / rlx.matmul_nn (f32: cublasSgemm; f16/bf16: cublasGemmEx with
+ * f32 compute). cuBLAS is column-major: a row-major [R,C]
  * buffer is its [C,R] matrix, so row-major C = A·Bᵀ is column-major Cᵀ = B·Aᵀ,
  * i.e. sgemm(op(B)=T, op(A)=N) with m=N, n=M. Full f32 math (no TF32).
  *
@@ -25,6 +26,11 @@ static struct {
     decltype(&cublasSetWorkspace_v2) set_workspace;
     decltype(&cublasSetMathMode) set_math_mode;
     decltype(&cublasSgemm_v2) sgemm;
+    /* cublasGemmEx is overloaded in C++: the C entry point, spelled out */
+    cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                              const void *, const void *, cudaDataType, int, const void *,
+                              cudaDataType, int, const void *, void *, cudaDataType, int,
+                              cublasComputeType_t, cublasGemmAlgo_t);
     decltype(&cublasGetStatusString) status_string;
     char err[256];
     int state; /* 0 not tried, 1 loaded, -1 failed (err says why) */
@@ -58,6 +64,7 @@ static void cublas_load(void)
     SYM(set_workspace, "cublasSetWorkspace_v2");
     SYM(set_math_mode, "cublasSetMathMode");
     SYM(sgemm, "cublasSgemm_v2");
+    SYM(gemm_ex, "cublasGemmEx");
     SYM(status_string, "cublasGetStatusString");
 #undef SYM
     cublas_api.lib = h; /* kept for the life of the process: handles may outlive a backend */
@@ -111,23 +118,40 @@ void gpu_blas_destroy(gpu_blas *b)
     delete b;
 }
 
-int gpu_blas_gemm(gpu_blas *b, int b_nk, const float *a, const float *bm, float *c, int64_t M,
-                  int64_t N, int64_t K, char *err, size_t errlen)
+static cudaDataType_t cuda_type(int dt)
+{
+    return dt == GDT_BF16 ? CUDA_R_16BF : dt == GDT_F16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+int gpu_blas_gemm_t(gpu_blas *b, int b_nk, gpu_ten a, gpu_ten bm, gpu_ten c, int64_t M, int64_t N,
+                    int64_t K, char *err, size_t errlen)
 {
     const float one = 1.0f, zero = 0.0f;
     if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) {
-        snprintf(err, errlen, "cublasSgemm: a dimension exceeds 2^31");
+        snprintf(err, errlen, "cuBLAS: a dimension exceeds 2^31");
+        return -1;
+    }
+    if (a.dt != bm.dt || (c.dt != GDT_F32 && c.dt != a.dt)) {
+        snprintf(err, errlen, "cuBLAS: no GEMM for dtypes %d x %d -> %d", a.dt, bm.dt, c.dt);
         return -1;
     }
     cublasStatus_t st;
-    if (b_nk)
-        st = cublas_api.sgemm(b->h, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, bm, (int)K,
-                              a, (int)K, &zero, c, (int)N);
-    else
-        st = cublas_api.sgemm(b->h, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, bm, (int)N,
-                              a, (int)K, &zero, c, (int)N);
+    const char *fn;
+    cublasOperation_t opb = b_nk ? CUBLAS_OP_T : CUBLAS_OP_N;
+    int ldb = b_nk ? (int)K : (int)N;
+    if (a.dt == GDT_F32) { /* full f32 math (no TF32) */
+        fn = "cublasSgemm";
+        st = cublas_api.sgemm(b->h, opb, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one,
+                              (const float *)bm.p, ldb, (const float *)a.p, (int)K, &zero,
+                              (float *)c.p, (int)N);
+    } else {
+        fn = "cublasGemmEx";
+        st = cublas_api.gemm_ex(b->h, opb, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, bm.p,
+                                cuda_type(bm.dt), ldb, a.p, cuda_type(a.dt), (int)K, &zero, c.p,
+                                cuda_type(c.dt), (int)N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    }
     if (st != CUBLAS_STATUS_SUCCESS) {
-        snprintf(err, errlen, "cublasSgemm: %s", cublas_api.status_string(st));
+        snprintf(err, errlen, "%s: %s", fn, cublas_api.status_string(st));
         return -1;
     }
     return 0;

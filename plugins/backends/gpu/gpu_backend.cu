@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #ifndef RLX_VERSION
 #define RLX_VERSION "0"
@@ -51,7 +52,10 @@ static const char *const op_names[OP_COUNT + 1] = {
     "rlx.linear_swiglu", "rlx.conv2d", "rlx.group_norm", "rlx.upsample_nearest2d",
     "rlx.bmm", "rlx.relu", "rlx.sin", "rlx.cos", NULL};
 
-static const char *const dtype_names[] = {"f32", NULL};
+static const char *const dtype_names[] = {"f32", "f16", "bf16", NULL};
+static_assert((int)GDT_F32 == (int)RLX_F32 && (int)GDT_F16 == (int)RLX_F16 &&
+                  (int)GDT_BF16 == (int)RLX_BF16 && (int)GDT_I32 == (int)RLX_I32,
+              "kernel dtype codes are rlx_dtype's");
 
 /* One launch (or a few) with everything resolved from shapes and attributes. */
 typedef struct gpu_step {
@@ -64,6 +68,11 @@ typedef struct gpu_step {
     gpu_perm perm;
     gpu_attn attn; /* pointers filled at execute */
     gpu_conv conv; /* image ops (gpu_spatial.h) */
+    int dti[5], dto[2]; /* dtypes of the inputs and outputs */
+    /* matmuls: the skinny kernel, or the GEMM with x cast to the weight's dtype in scratch
+     * at a_off and/or the f32 product in scratch at c_off (bias, SwiGLU, dtype) */
+    int gemv, a_cast, c_scratch;
+    size_t a_off, c_off;
 } gpu_step;
 
 typedef struct gpu_exe {
@@ -71,12 +80,13 @@ typedef struct gpu_exe {
     uint32_t n_steps;
     uint32_t n_values;
     int checks;       /* has kernels that report execute errors */
-    float *scratch;   /* linear_swiglu's second product */
-    size_t scratch_elems;
+    char *scratch;    /* per-step temporaries (steps run in order on one stream) */
+    size_t scratch_bytes;
     /* graph replay: the pointers it was captured with */
     void **graph_ptrs;
     gpuGraphExec_t graph;
     int has_graph;
+    int decode; /* every matmul has <= GPU_GEMV_MAX_M rows (the profile's phase) */
 } gpu_exe;
 
 typedef struct gpu_be {
@@ -85,9 +95,53 @@ typedef struct gpu_be {
     gpu_blas *blas;
     int own_gemm;
     int graphs;
+    int sms; /* multiprocessors: sizes the decode attention split */
     int *err_dev;  /* {code, value, node} */
     int *err_host; /* pinned copy */
+    char *stage;   /* pinned staging for downloads (NULL: copy straight to the caller) */
+    struct gpu_prof *prof; /* RLX_GPU_PROFILE=1 */
 } gpu_be;
+
+/* RLX_GPU_PROFILE=1: each step timed with events (graphs off), the host calls timed; a
+ * table per phase (decode: every matmul has <= 16 rows) on stderr at teardown. */
+typedef struct gpu_prof {
+    double op_ms[2][OP_COUNT];
+    long op_n[2][OP_COUNT];
+    double exec_ms[2], up_ms, down_ms, alloc_ms, compile_ms;
+    long exec_n[2], up_n, down_n, alloc_n, compile_n;
+    double up_b, down_b, alloc_b;
+    gpuEvent_t e0, e1;
+} gpu_prof;
+
+#define GPU_STAGE_BYTES ((size_t)8 << 20)
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static void prof_print(const gpu_prof *p)
+{
+    fprintf(stderr, "%s profile: compile %ld x %.2f ms, alloc %ld x (%.1f MB) %.2f ms, upload %ld x "
+            "(%.1f MB) %.2f ms, download %ld x (%.1f MB) %.2f ms\n", RLX_GPU_VENDOR, p->compile_n,
+            p->compile_n ? p->compile_ms / (double)p->compile_n : 0.0, p->alloc_n, p->alloc_b / 1e6,
+            p->alloc_ms, p->up_n, p->up_b / 1e6, p->up_ms, p->down_n, p->down_b / 1e6, p->down_ms);
+    for (int ph = 0; ph < 2; ph++) {
+        if (!p->exec_n[ph])
+            continue;
+        double n = (double)p->exec_n[ph], ker = 0;
+        for (int o = 0; o < OP_COUNT; o++)
+            ker += p->op_ms[ph][o];
+        fprintf(stderr, "%s profile %s: %ld executes, %.3f ms each (host), kernels %.3f ms each\n",
+                RLX_GPU_VENDOR, ph ? "decode" : "prefill", p->exec_n[ph], p->exec_ms[ph] / n, ker / n);
+        for (int o = 0; o < OP_COUNT; o++)
+            if (p->op_n[ph][o])
+                fprintf(stderr, "  %-18s %6.1f per execute %9.4f ms each execute\n", op_names[o],
+                        (double)p->op_n[ph][o] / n, p->op_ms[ph][o] / n);
+    }
+}
 
 static int64_t numel(const rlx_value_desc *v)
 {
@@ -126,7 +180,34 @@ static double attr_float(const rlx_node_desc *n, const char *name, double def)
     return a->kind == RLX_ATTR_INT ? (double)a->i : a->f;
 }
 
-static int is4(int dt) { return dt == RLX_F32 || dt == RLX_I32; }
+static int esize(int dt)
+{
+    return dt == RLX_F32 || dt == RLX_I32 ? 4 : dt == RLX_F16 || dt == RLX_BF16 ? 2 : 0;
+}
+
+static int is_flt(int dt) { return dt == RLX_F32 || dt == RLX_F16 || dt == RLX_BF16; }
+
+static const char *dt_name(int dt)
+{
+    static const char *const n[] = {"f32", "f16", "bf16", "i32", "i64", "u8"};
+    return dt >= 0 && dt < 6 ? n[dt] : "unknown";
+}
+
+/* ops whose kernels take f16/bf16 as well as f32 for every float operand, each operand
+ * in its own dtype (an op added later is f32-only until its kernel reads 16 bits) */
+static int half_ok(int op)
+{
+    switch (op) {
+    case OP_EMBEDDING: case OP_MATMUL: case OP_MATMUL_NN: case OP_ADD: case OP_SUB: case OP_MUL:
+    case OP_SCALE: case OP_ADD_SCALAR: case OP_SILU: case OP_GELU: case OP_GELU_TANH: case OP_TANH:
+    case OP_SOFTCAP: case OP_SOFTMAX: case OP_RMS_NORM: case OP_LAYER_NORM: case OP_ROPE:
+    case OP_ATTENTION: case OP_SWIGLU: case OP_GEGLU_TANH: case OP_ADD_RMS_NORM:
+    case OP_LINEAR_SWIGLU:
+        return 1;
+    default:
+        return 0;
+    }
+}
 
 /* Validates node idx and fills st; 0 on success, else a diag naming the op and node. */
 static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *vals,
@@ -176,24 +257,41 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
              max_in[st->op]);
     const rlx_value_desc *x = &vals[st->in[0]], *y = &vals[st->out[0]];
     const rlx_value_desc *in1 = st->n_in > 1 ? &vals[st->in[1]] : NULL;
-    /* dtypes: f32 everywhere except ids/positions and the 4-byte layout ops */
+    /* dtypes: ids and positions i32; layout ops (cache_write's rows too) move 2- or 4-byte
+     * elements, all operands in one dtype; cast converts among f32/f16/bf16/i32; the rest
+     * take each float operand in f32, f16 or bf16 (half_ok) or in f32 */
     int layout = st->op == OP_TRANSPOSE || st->op == OP_CONCAT || st->op == OP_SLICE ||
-                 st->op == OP_LAST_ROW || st->op == OP_COPY || st->op == OP_CAST;
+                 st->op == OP_LAST_ROW || st->op == OP_COPY || st->op == OP_CACHE_WRITE;
+    const char *flt = half_ok(st->op) ? "f32, f16 or bf16" : "f32";
     for (int i = 0; i < st->n_in; i++) {
         int dt = vals[st->in[i]].dtype;
+        st->dti[i] = dt;
         int want_i32 = (st->op == OP_EMBEDDING && i == 1) || (st->op == OP_ROPE && i == 1) ||
                        (st->op == OP_CACHE_WRITE && i == 2);
-        if (st->op == OP_ATTENTION && i >= 3)
-            continue; /* pos (I32) or mask (F32), told apart by dtype below */
-        if (layout ? !is4(dt) : dt != (want_i32 ? RLX_I32 : RLX_F32))
-            FAIL(RLX_ERR_UNSUPPORTED, "input %d has dtype %d, not %s", i, dt,
-                 layout ? "f32 or i32" : (want_i32 ? "i32" : "f32"));
+        if (st->op == OP_ATTENTION && i >= 3) {
+            if (dt != RLX_I32 && !is_flt(dt))
+                FAIL(RLX_ERR_UNSUPPORTED, "input %d has dtype %s, not i32 (pos) or a float mask", i,
+                     dt_name(dt));
+            continue; /* pos or mask, told apart by dtype below */
+        }
+        if (want_i32 ? dt != RLX_I32
+                     : st->op == OP_CAST || layout ? !esize(dt)
+                                                   : !(half_ok(st->op) ? is_flt(dt) : dt == RLX_F32))
+            FAIL(RLX_ERR_UNSUPPORTED, "input %d has dtype %s, not %s", i, dt_name(dt),
+                 want_i32 ? "i32" : st->op == OP_CAST || layout ? "f32, f16, bf16 or i32" : flt);
     }
-    for (int i = 0; i < n_out; i++)
-        if (layout ? !is4(vals[st->out[i]].dtype) : vals[st->out[i]].dtype != RLX_F32)
-            FAIL(RLX_ERR_UNSUPPORTED, "output %d has dtype %d", i, vals[st->out[i]].dtype);
-    if (layout && st->op != OP_CAST && vals[st->out[0]].dtype != x->dtype)
-        FAIL(RLX_ERR_INVALID, "output dtype differs from the input's");
+    for (int i = 0; i < n_out; i++) {
+        int dt = vals[st->out[i]].dtype;
+        st->dto[i] = dt;
+        if (st->op == OP_CAST || layout ? !esize(dt)
+                                        : !(half_ok(st->op) ? is_flt(dt) : dt == RLX_F32))
+            FAIL(RLX_ERR_UNSUPPORTED, "output %d has dtype %s, not %s", i, dt_name(dt),
+                 st->op == OP_CAST || layout ? "f32, f16, bf16 or i32" : flt);
+    }
+    if (layout && (vals[st->out[0]].dtype != x->dtype ||
+                   ((st->op == OP_CONCAT || st->op == OP_CACHE_WRITE) && in1->dtype != x->dtype)))
+        FAIL(RLX_ERR_INVALID, "operands differ in dtype (%s, %s -> %s)", dt_name(x->dtype),
+             in1 ? dt_name(in1->dtype) : "-", dt_name(vals[st->out[0]].dtype));
 
     switch (st->op) {
     case OP_EMBEDDING:
@@ -334,10 +432,10 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
             const rlx_value_desc *o = &vals[st->in[i]];
             if (o->dtype == RLX_I32 && st->i1 < 0 && numel(o) >= 1)
                 st->i1 = st->in[i];
-            else if (o->dtype == RLX_F32 && st->i2 < 0 && numel(o) == (int64_t)a->T * a->S)
+            else if (is_flt(o->dtype) && st->i2 < 0 && numel(o) == (int64_t)a->T * a->S)
                 st->i2 = st->in[i];
             else
-                FAIL(RLX_ERR_INVALID, "input %d is neither pos [1] I32 nor mask [%d,%d] F32", i,
+                FAIL(RLX_ERR_INVALID, "input %d is neither pos [1] I32 nor mask [%d,%d] float", i,
                      a->T, a->S);
         }
         a->scale = (float)attr_float(nd, "scale", 1.0 / sqrt((double)a->d));
@@ -385,7 +483,7 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
         int64_t ax = attr_int(nd, "axis", 0), r = x->shape.ndim;
         if (ax < 0)
             ax += r;
-        if (ax < 0 || ax >= r || in1->shape.ndim != (uint32_t)r || in1->dtype != x->dtype)
+        if (ax < 0 || ax >= r || in1->shape.ndim != (uint32_t)r)
             FAIL(RLX_ERR_INVALID, "axis or ranks do not fit");
         int64_t outer = 1;
         for (int64_t i = 0; i < ax; i++)
@@ -536,25 +634,43 @@ static int gpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
     {
         const char *g = getenv("RLX_GPU_GEMM");
         be->own_gemm = g && strcmp(g, "own") == 0;
+        const char *pf = getenv("RLX_GPU_PROFILE");
+        if (pf && strcmp(pf, "1") == 0 && (be->prof = (gpu_prof *)calloc(1, sizeof(gpu_prof))))
+            be->graphs = 0;
     }
     {
         gpuError_t e = gpuGetDeviceCount(&count);
         if (e != gpuSuccess) {
             set_diag(d, RLX_ERR_DEVICE, "no device: %s: %s", RLX_GPU_COUNT_FN, gpuGetErrorString(e));
             (void)gpuGetLastError();
+            free(be->prof);
             free(be);
             return RLX_ERR_DEVICE;
         }
     }
     if (be->device < 0 || be->device >= count) {
         set_diag(d, RLX_ERR_DEVICE, "device %d does not exist (%d found)", be->device, count);
+        free(be->prof);
         free(be);
         return RLX_ERR_DEVICE;
     }
     GPU_TRY(gpuSetDevice(be->device), "set device");
+    {
+        gpuDeviceProp pr;
+        GPU_TRY(gpuGetDeviceProperties(&pr, be->device), "device properties");
+        be->sms = pr.multiProcessorCount > 0 ? pr.multiProcessorCount : 1;
+    }
     GPU_TRY(gpuStreamCreateWithFlags(&be->stream, gpuStreamNonBlocking), "stream create");
     GPU_TRY(gpuMalloc((void **)&be->err_dev, 4 * sizeof(int)), "error word alloc");
     GPU_TRY(gpuHostAlloc((void **)&be->err_host, 4 * sizeof(int)), "pinned alloc");
+    if (gpuHostAlloc((void **)&be->stage, GPU_STAGE_BYTES) != gpuSuccess) {
+        be->stage = NULL; /* downloads go straight to pageable memory, slower */
+        (void)gpuGetLastError();
+    }
+    if (be->prof) {
+        GPU_TRY(gpuEventCreate(&be->prof->e0), "event create");
+        GPU_TRY(gpuEventCreate(&be->prof->e1), "event create");
+    }
     /* the vendor library (cuBLAS) is loaded here, by the first session that needs it */
     if (!be->own_gemm && gpu_blas_create(&be->blas, be->stream, err, sizeof err) != 0) {
         set_diag(d, RLX_ERR_DEVICE, "%s", err);
@@ -575,10 +691,18 @@ static void gpu_teardown(void *bep)
     if (be->stream)
         (void)gpuStreamSynchronize(be->stream);
     gpu_blas_destroy(be->blas);
+    if (be->prof) {
+        prof_print(be->prof);
+        (void)gpuEventDestroy(be->prof->e0);
+        (void)gpuEventDestroy(be->prof->e1);
+        free(be->prof);
+    }
     if (be->err_dev)
         (void)gpuFree(be->err_dev);
     if (be->err_host)
         (void)gpuFreeHost(be->err_host);
+    if (be->stage)
+        (void)gpuFreeHost(be->stage);
     if (be->stream)
         (void)gpuStreamDestroy(be->stream);
     free(be);
@@ -588,11 +712,25 @@ static void gpu_teardown(void *bep)
 
 static void *gpu_alloc(void *bep, size_t bytes, rlx_diag *d)
 {
-    (void)bep;
+    gpu_prof *pf = ((gpu_be *)bep)->prof;
+    double t0 = pf ? now_ms() : 0;
     void *p = NULL;
     gpuError_t e = gpuMalloc(&p, bytes ? bytes : 256);
+    if (pf) {
+        pf->alloc_ms += now_ms() - t0;
+        pf->alloc_n++;
+        pf->alloc_b += (double)bytes;
+    }
     if (e != gpuSuccess) {
-        set_diag(d, RLX_ERR_NOMEM, "alloc of %zu bytes: %s", bytes, gpuGetErrorString(e));
+        size_t fr = 0, tot = 0;
+        (void)gpuGetLastError();
+        const double gib = 1024.0 * 1024.0 * 1024.0;
+        if (gpuMemGetInfo(&fr, &tot) == gpuSuccess)
+            set_diag(d, RLX_ERR_NOMEM, "alloc of %zu bytes (%.2f GiB): %s; %.2f GiB free of %.2f GiB on device %d",
+                     bytes, (double)bytes / gib, gpuGetErrorString(e), (double)fr / gib, (double)tot / gib,
+                     ((gpu_be *)bep)->device);
+        else
+            set_diag(d, RLX_ERR_NOMEM, "alloc of %zu bytes: %s", bytes, gpuGetErrorString(e));
         (void)gpuGetLastError();
         return NULL;
     }
@@ -620,14 +758,59 @@ static int copy_sync(gpu_be *be, void *dst, const void *src, size_t bytes, int k
     return 0;
 }
 
+static int gpu_upload_(void *bep, void *dst, const void *src, size_t bytes, rlx_diag *d)
+{
+#if defined(RLX_GPU_HIP)
+    return copy_sync((gpu_be *)bep, dst, src, bytes, gpuMemcpyHostToDevice, "upload", d);
+#else
+    /* from pageable memory CUDA returns once src is staged, so src may change at once: no
+     * stream sync per upload (a decode step uploads its token id and positions) */
+    gpu_be *be = (gpu_be *)bep;
+    gpuError_t e = gpuMemcpyAsync(dst, src, bytes, gpuMemcpyHostToDevice, be->stream);
+    if (e != gpuSuccess) {
+        set_diag(d, RLX_ERR_DEVICE, "upload of %zu bytes: %s", bytes, gpuGetErrorString(e));
+        (void)gpuGetLastError();
+        return RLX_ERR_DEVICE;
+    }
+    return 0;
+#endif
+}
+
 static int gpu_upload(void *bep, void *dst, const void *src, size_t bytes, rlx_diag *d)
 {
-    return copy_sync((gpu_be *)bep, dst, src, bytes, gpuMemcpyHostToDevice, "upload", d);
+    gpu_prof *pf = ((gpu_be *)bep)->prof;
+    double t0 = pf ? now_ms() : 0;
+    int rc = gpu_upload_(bep, dst, src, bytes, d);
+    if (pf) {
+        pf->up_ms += now_ms() - t0;
+        pf->up_n++;
+        pf->up_b += (double)bytes;
+    }
+    return rc;
 }
 
 static int gpu_download(void *bep, void *dst, const void *src, size_t bytes, rlx_diag *d)
 {
-    return copy_sync((gpu_be *)bep, dst, src, bytes, gpuMemcpyDeviceToHost, "download", d);
+    gpu_prof *pf = ((gpu_be *)bep)->prof;
+    double t0 = pf ? now_ms() : 0;
+    gpu_be *be = (gpu_be *)bep;
+    int rc = 0;
+    if (!be->stage)
+        rc = copy_sync(be, dst, src, bytes, gpuMemcpyDeviceToHost, "download", d);
+    /* through pinned memory: a copy into pageable memory (fresh pages most of all) runs at
+     * a fraction of the bus's rate */
+    for (size_t off = 0; be->stage && off < bytes && !rc; off += GPU_STAGE_BYTES) {
+        size_t n = bytes - off < GPU_STAGE_BYTES ? bytes - off : GPU_STAGE_BYTES;
+        rc = copy_sync(be, be->stage, (const char *)src + off, n, gpuMemcpyDeviceToHost, "download", d);
+        if (!rc)
+            memcpy((char *)dst + off, be->stage, n);
+    }
+    if (pf) {
+        pf->down_ms += now_ms() - t0;
+        pf->down_n++;
+        pf->down_b += (double)bytes;
+    }
+    return rc;
 }
 
 static int gpu_sync(void *bep, rlx_diag *d)
@@ -673,9 +856,30 @@ static int gpu_supports_op(const rlx_node_desc *node, const rlx_value_desc *valu
     return step_build(node, 0, values, n, &st, NULL) == 0;
 }
 
-static int gpu_compile(void *bep, const rlx_program *prog, void **out, rlx_diag *d)
+static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* How a matmul step runs, and the scratch bytes it needs. cuBLAS takes A and B in one
+ * dtype and C in f32 or that dtype: x is cast to the weight's dtype when they differ; the
+ * own kernels read any mix. The product goes through f32 scratch when an epilogue (bias,
+ * SwiGLU) or the output dtype needs it. */
+static size_t plan_matmul(const gpu_be *be, gpu_step *st)
 {
-    (void)bep;
+    int blas = be->blas && !be->own_gemm, wdt = st->dti[1], ydt = st->dto[0];
+    int glu = st->op == OP_LINEAR_SWIGLU, bias = st->op == OP_MATMUL && st->n_in == 3;
+    st->gemv = st->op != OP_MATMUL_NN && st->rows <= GPU_GEMV_MAX_M;
+    if (st->gemv)
+        return 0;
+    st->a_cast = blas && st->dti[0] != wdt;
+    st->c_scratch = glu || bias || (blas && ydt != RLX_F32 && ydt != wdt);
+    size_t a = st->a_cast ? align256((size_t)(st->rows * st->k) * (size_t)esize(wdt)) : 0;
+    st->a_off = 0;
+    st->c_off = a;
+    return a + (st->c_scratch ? (size_t)(st->rows * st->n) * 4 * (glu ? 2 : 1) : 0);
+}
+
+static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag *d)
+{
+    gpu_be *be = (gpu_be *)bep;
     *out = NULL;
     gpu_exe *x = (gpu_exe *)calloc(1, sizeof *x);
     if (!x || (prog->n_nodes && !(x->steps = (gpu_step *)calloc(prog->n_nodes, sizeof(gpu_step))))) {
@@ -693,30 +897,88 @@ static int gpu_compile(void *bep, const rlx_program *prog, void **out, rlx_diag 
         x->n_steps++;
         if (st->op == OP_EMBEDDING || st->op == OP_CACHE_WRITE)
             x->checks = 1;
-        if (st->op == OP_LINEAR_SWIGLU && (size_t)(st->rows * st->n) > x->scratch_elems)
-            x->scratch_elems = (size_t)(st->rows * st->n);
+        size_t need = 0;
+        if (st->op == OP_MATMUL || st->op == OP_MATMUL_NN || st->op == OP_LINEAR_SWIGLU) {
+            need = plan_matmul(be, st);
+            x->decode = x->decode >= 0 && st->rows <= GPU_GEMV_MAX_M ? 1 : -1;
+        }
+        if (st->op == OP_ATTENTION) {
+            gpu_attn *a = &st->attn;
+            a->nsplit = gpu_attn_splits(a->T, a->S, a->nh, a->d, be->sms);
+            need = (size_t)gpu_attn_part_floats(a->T, a->nh, a->d, a->nsplit) * 4;
+        }
+        if (need > x->scratch_bytes)
+            x->scratch_bytes = need;
     }
-    if (x->scratch_elems) {
-        gpuError_t e = gpuMalloc((void **)&x->scratch, x->scratch_elems * sizeof(float));
+    if (x->scratch_bytes) {
+        gpuError_t e = gpuMalloc((void **)&x->scratch, x->scratch_bytes);
         if (e != gpuSuccess) {
-            set_diag(d, RLX_ERR_NOMEM, "linear_swiglu scratch: %s", gpuGetErrorString(e));
+            set_diag(d, RLX_ERR_NOMEM, "scratch of %zu bytes: %s", x->scratch_bytes,
+                     gpuGetErrorString(e));
             (void)gpuGetLastError();
             gpu_release(bep, x);
             return RLX_ERR_NOMEM;
         }
     }
+    x->decode = x->decode > 0;
     *out = x;
     return 0;
 }
 
+static int gpu_compile(void *bep, const rlx_program *prog, void **out, rlx_diag *d)
+{
+    gpu_prof *pf = ((gpu_be *)bep)->prof;
+    double t0 = pf ? now_ms() : 0;
+    int rc = gpu_compile_(bep, prog, out, d);
+    if (pf) {
+        pf->compile_ms += now_ms() - t0;
+        pf->compile_n++;
+    }
+    return rc;
+}
+
 /* ---------------------------------------------------------------- execute */
 
-static int run_gemm(gpu_be *be, const gpu_step *st, int b_nk, const float *a, const float *b,
-                    float *c, char *err, size_t errlen)
+static int run_gemm(gpu_be *be, const gpu_step *st, int b_nk, gpu_ten a, gpu_ten b, gpu_ten c,
+                    char *err, size_t errlen)
 {
     if (be->blas && !be->own_gemm)
-        return gpu_blas_gemm(be->blas, b_nk, a, b, c, st->rows, st->n, st->k, err, errlen);
-    gpu_gemm(be->stream, b_nk, a, b, c, st->rows, st->n, st->k);
+        return gpu_blas_gemm_t(be->blas, b_nk, a, b, c, st->rows, st->n, st->k, err, errlen);
+    gpu_gemm_t(be->stream, b_nk, a, b, c, st->rows, st->n, st->k);
+    return 0;
+}
+
+/* matmul, matmul_nn, linear_swiglu as plan_matmul decided */
+static int run_matmul(gpu_be *be, gpu_exe *x, const gpu_step *st, void *const *vp, char *err,
+                      size_t errlen)
+{
+    gpuStream_t s = be->stream;
+    gpu_ten a = {vp[st->in[0]], st->dti[0]}, w = {vp[st->in[1]], st->dti[1]};
+    gpu_ten y = {vp[st->out[0]], st->dto[0]}, none = {NULL, GDT_F32};
+    int glu = st->op == OP_LINEAR_SWIGLU;
+    gpu_ten third = st->n_in == 3 ? gpu_ten{vp[st->in[2]], st->dti[2]} : none;
+    if (st->gemv) {
+        gpu_gemv(s, a, w, glu ? third : none, glu ? none : third, y, st->rows, st->n, st->k);
+        return 0;
+    }
+    if (st->a_cast) {
+        gpu_ten ac = {x->scratch + st->a_off, w.dt};
+        gpu_cast_t(s, a, ac, st->rows * st->k);
+        a = ac;
+    }
+    int b_nk = st->op != OP_MATMUL_NN;
+    gpu_ten c = st->c_scratch ? gpu_ten{x->scratch + st->c_off, GDT_F32} : y;
+    int rc = run_gemm(be, st, b_nk, a, w, c, err, errlen);
+    if (rc || !st->c_scratch)
+        return rc;
+    if (glu) {
+        gpu_ten up = {x->scratch + st->c_off + (size_t)(st->rows * st->n) * 4, GDT_F32};
+        rc = run_gemm(be, st, 1, a, third, up, err, errlen);
+        if (!rc)
+            gpu_binary_t(s, GB_SWIGLU, c, up, y, st->rows * st->n, st->rows * st->n);
+        return rc;
+    }
+    gpu_bias_cast(s, c, third, y, st->rows, st->n);
     return 0;
 }
 
@@ -724,38 +986,33 @@ static int run_gemm(gpu_be *be, const gpu_step *st, int b_nk, const float *a, co
 static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_diag *d)
 {
     gpuStream_t s = be->stream;
-    const float *a = (const float *)vp[st->in[0]];
-    const float *b = st->n_in > 1 ? (const float *)vp[st->in[1]] : NULL;
-    float *y = (float *)vp[st->out[0]];
+#define TI(i) (gpu_ten{vp[st->in[i]], st->dti[i]})
+#define TO(i) (gpu_ten{vp[st->out[i]], st->dto[i]})
+    const void *a = vp[st->in[0]];
+    const void *b = st->n_in > 1 ? vp[st->in[1]] : NULL;
+    void *y = vp[st->out[0]];
+    const gpu_ten none = {NULL, GDT_F32};
+    const int es = esize(st->dto[0]);
     char err[384];
     err[0] = 0;
     int rc = 0;
     gpuError_t e = gpuSuccess;
     switch (st->op) {
     case OP_EMBEDDING:
-        gpu_embedding(s, a, (const int32_t *)b, y, st->rows, st->nb, st->n, be->err_dev, st->node);
+        gpu_embedding(s, TI(0), (const int32_t *)b, TO(0), st->rows, st->nb, st->n, be->err_dev,
+                      st->node);
         break;
     case OP_MATMUL:
-        rc = run_gemm(be, st, 1, a, b, y, err, sizeof err);
-        if (!rc && st->n_in == 3)
-            gpu_bias_add(s, y, (const float *)vp[st->in[2]], st->rows, st->n);
-        break;
     case OP_MATMUL_NN:
-        rc = run_gemm(be, st, 0, a, b, y, err, sizeof err);
-        break;
     case OP_LINEAR_SWIGLU:
-        rc = run_gemm(be, st, 1, a, b, y, err, sizeof err);
-        if (!rc)
-            rc = run_gemm(be, st, 1, a, (const float *)vp[st->in[2]], x->scratch, err, sizeof err);
-        if (!rc)
-            gpu_binary(s, GB_SWIGLU, y, x->scratch, y, st->rows * st->n, st->rows * st->n);
+        rc = run_matmul(be, x, st, vp, err, sizeof err);
         break;
     case OP_ADD:
     case OP_SUB:
     case OP_MUL:
     case OP_SWIGLU:
     case OP_GEGLU_TANH:
-        gpu_binary(s, st->i0, a, b, y, st->n, st->nb);
+        gpu_binary_t(s, st->i0, TI(0), TI(1), TO(0), st->n, st->nb);
         break;
     case OP_SCALE:
     case OP_ADD_SCALAR:
@@ -764,10 +1021,10 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
     case OP_GELU_TANH:
     case OP_TANH:
     case OP_SOFTCAP:
-        gpu_unary(s, st->i0, a, y, st->n, st->f0);
+        gpu_unary_t(s, st->i0, TI(0), TO(0), st->n, st->f0);
         break;
     case OP_SOFTMAX:
-        gpu_softmax(s, a, y, st->rows, st->n);
+        gpu_softmax(s, TI(0), TO(0), st->rows, st->n);
         break;
     case OP_BMM:
         gpu_bmm(s, st->i0, a, b, y, st->nb, st->rows, st->n, st->k);
@@ -778,56 +1035,59 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
         gpu_map(s, st->i0, a, y, st->n);
         break;
     case OP_RMS_NORM:
-        gpu_rms_norm(s, a, NULL, b, NULL, y, st->rows, st->n, st->f0, st->i0);
+        gpu_rms_norm(s, TI(0), none, TI(1), none, TO(0), st->rows, st->n, st->f0, st->i0);
         break;
     case OP_ADD_RMS_NORM:
-        gpu_rms_norm(s, a, b, (const float *)vp[st->in[2]], y, (float *)vp[st->out[1]], st->rows,
-                     st->n, st->f0, st->i0);
+        /* outputs: the sum (the residual stream), then its norm */
+        gpu_rms_norm(s, TI(0), TI(1), TI(2), TO(0), TO(1), st->rows, st->n, st->f0, st->i0);
         break;
     case OP_LAYER_NORM:
-        gpu_layer_norm(s, a, b, (const float *)vp[st->in[2]], y, st->rows, st->n, st->f0);
+        gpu_layer_norm(s, TI(0), TI(1), TI(2), TO(0), st->rows, st->n, st->f0);
         break;
     case OP_ROPE:
-        gpu_rope(s, a, (const int32_t *)b, (const float *)vp[st->in[2]], y, st->rows, st->nb,
-                 st->n, st->k);
+        gpu_rope(s, TI(0), (const int32_t *)b, TI(2), TO(0), st->rows, st->nb, st->n, st->k);
         break;
     case OP_ATTENTION: {
         gpu_attn at = st->attn;
-        at.q = a;
-        at.k = b;
-        at.v = (const float *)vp[st->in[2]];
+        at.q = TI(0);
+        at.k = TI(1);
+        at.v = TI(2);
         at.pos = st->i1 >= 0 ? (const int32_t *)vp[st->i1] : NULL;
-        at.mask = st->i2 >= 0 ? (const float *)vp[st->i2] : NULL;
-        at.o = y;
+        at.mask = none;
+        for (int i = 3; i < st->n_in; i++)
+            if (st->in[i] == st->i2)
+                at.mask = TI(i);
+        at.o = TO(0);
+        at.part = (float *)(void *)x->scratch;
         gpu_attention(s, &at);
         break;
     }
     case OP_CACHE_WRITE:
-        if ((const void *)y != (const void *)a)
-            e = gpuMemcpyAsync(y, a, (size_t)(st->rows * st->n) * 4, gpuMemcpyDeviceToDevice, s);
+        if ((const void *)y != a)
+            e = gpuMemcpyAsync(y, a, (size_t)(st->rows * st->n) * es, gpuMemcpyDeviceToDevice, s);
         if (e == gpuSuccess)
-            gpu_cache_write(s, y, b, (const int32_t *)vp[st->in[2]], st->rows, st->nb, st->n,
+            gpu_cache_write(s, y, b, (const int32_t *)vp[st->in[2]], st->rows, st->nb, st->n, es,
                             be->err_dev, st->node);
         break;
     case OP_TRANSPOSE:
-        gpu_transpose(s, a, y, st->n, &st->perm);
+        gpu_transpose(s, a, y, st->n, &st->perm, es);
         break;
     case OP_CONCAT:
-        gpu_concat(s, a, b, y, st->rows, st->n, st->nb);
+        gpu_concat(s, a, b, y, st->rows, st->n, st->nb, es);
         break;
     case OP_SLICE:
-        gpu_slice(s, a, y, st->rows, st->nb, st->k, st->n);
+        gpu_slice(s, a, y, st->rows, st->nb, st->k, st->n, es);
         break;
     case OP_LAST_ROW:
-        e = gpuMemcpyAsync(y, (const uint32_t *)(const void *)a + st->k, (size_t)st->n * 4,
+        e = gpuMemcpyAsync(y, (const char *)a + (size_t)st->k * es, (size_t)st->n * es,
                            gpuMemcpyDeviceToDevice, s);
         break;
     case OP_COPY:
         if (st->n)
-            e = gpuMemcpyAsync(y, a, (size_t)st->n * 4, gpuMemcpyDeviceToDevice, s);
+            e = gpuMemcpyAsync(y, a, (size_t)st->n * es, gpuMemcpyDeviceToDevice, s);
         break;
     case OP_CAST:
-        gpu_cast(s, a, st->i0, y, st->i1, st->n);
+        gpu_cast_t(s, TI(0), TO(0), st->n);
         break;
     case OP_CONV2D:
         gpu_conv2d(s, &st->conv, a, b, st->n_in > 2 ? (const float *)vp[st->in[2]] : NULL, y);
@@ -839,6 +1099,8 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
         gpu_upsample_nearest(s, &st->conv, a, y);
         break;
     }
+#undef TI
+#undef TO
     if (rc) {
         set_diag(d, RLX_ERR_DEVICE, "%s (node %d): %s", op_names[st->op], st->node, err);
         return RLX_ERR_DEVICE;
@@ -862,10 +1124,21 @@ static int enqueue_all(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
             return RLX_ERR_DEVICE;
         }
     }
+    gpu_prof *pf = be->prof;
     for (uint32_t i = 0; i < x->n_steps; i++) {
+        if (pf)
+            (void)gpuEventRecord(pf->e0, be->stream);
         int rc = run_step(be, x, &x->steps[i], vp, d);
         if (rc)
             return rc;
+        if (pf) {
+            float ms = 0;
+            (void)gpuEventRecord(pf->e1, be->stream);
+            (void)gpuEventSynchronize(pf->e1);
+            (void)gpuEventElapsedTime(&ms, pf->e0, pf->e1);
+            pf->op_ms[x->decode][x->steps[i].op] += ms;
+            pf->op_n[x->decode][x->steps[i].op]++;
+        }
     }
     if (x->checks) {
         gpuError_t e = gpuMemcpyAsync(be->err_host, be->err_dev, 4 * sizeof(int),
@@ -925,7 +1198,13 @@ static int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d)
 {
     gpu_be *be = (gpu_be *)bep;
     gpu_exe *x = (gpu_exe *)exep;
+    double t0 = be->prof ? now_ms() : 0;
     int rc = be->graphs ? run_graph(be, x, vp, d) : enqueue_all(be, x, vp, d);
+    if (be->prof) {
+        (void)gpuStreamSynchronize(be->stream);
+        be->prof->exec_ms[x->decode] += now_ms() - t0;
+        be->prof->exec_n[x->decode]++;
+    }
     if (rc || !x->checks)
         return rc;
     /* ids and cache positions live on the device: their errors are known after the run */

@@ -1,9 +1,24 @@
-/* Launchers of the shared CUDA/HIP kernels (f32 values, I32 ids and positions).
- * Each enqueues on stream s and returns; the caller checks gpuGetLastError. */
+/* Launchers of the shared CUDA/HIP kernels. Float tensors are passed as gpu_ten (address and
+ * dtype: f32, f16 or bf16; kernels read any of them and compute in f32), ids and positions
+ * as I32. Each launcher enqueues on stream s and returns; the caller checks gpuGetLastError. */
 #ifndef RLX_GPU_KERNELS_H
 #define RLX_GPU_KERNELS_H
 #include "rlx_gpu_compat.h"
 #include <stdint.h>
+
+/* the rlx_dtype codes the kernels read (gpu_backend.cu checks they match) */
+enum { GDT_F32 = 0, GDT_F16 = 1, GDT_BF16 = 2, GDT_I32 = 3 };
+
+typedef struct gpu_ten {
+    void *p;
+    int dt; /* GDT_* */
+} gpu_ten;
+
+static inline gpu_ten gpu_f32(const float *p)
+{
+    gpu_ten t = {(void *)p, GDT_F32};
+    return t;
+}
 
 enum gpu_unary_op { GU_SCALE, GU_ADD_SCALAR, GU_SILU, GU_GELU, GU_GELU_TANH, GU_TANH, GU_SOFTCAP };
 enum gpu_binary_op { GB_ADD, GB_SUB, GB_MUL, GB_SWIGLU, GB_GEGLU_TANH };
@@ -11,17 +26,31 @@ enum gpu_binary_op { GB_ADD, GB_SUB, GB_MUL, GB_SWIGLU, GB_GEGLU_TANH };
 /* Device-side execute errors: the first failing kernel records {code, value, node}. */
 enum { GPU_ERR_NONE = 0, GPU_ERR_EMBED_ID = 1, GPU_ERR_CACHE_ROWS = 2 };
 
-void gpu_unary(gpuStream_t s, int op, const float *x, float *y, int64_t n, float p);
+void gpu_unary_t(gpuStream_t s, int op, gpu_ten x, gpu_ten y, int64_t n, float p);
 /* b has nb elements and broadcasts over the leading dims of a (n % nb == 0) */
-void gpu_binary(gpuStream_t s, int op, const float *a, const float *b, float *y, int64_t n,
-                int64_t nb);
-void gpu_cast(gpuStream_t s, const void *x, int from_i32, void *y, int to_i32, int64_t n);
-void gpu_bias_add(gpuStream_t s, float *y, const float *bias, int64_t rows, int64_t n);
-void gpu_embedding(gpuStream_t s, const float *table, const int32_t *ids, float *y, int64_t T,
+void gpu_binary_t(gpuStream_t s, int op, gpu_ten a, gpu_ten b, gpu_ten y, int64_t n, int64_t nb);
+/* y[r, c] = x[r, c] + bias[c] (bias.p may be NULL), converted to y's dtype */
+void gpu_bias_cast(gpuStream_t s, gpu_ten x, gpu_ten bias, gpu_ten y, int64_t rows, int64_t n);
+static inline void gpu_unary(gpuStream_t s, int op, const float *x, float *y, int64_t n, float p)
+{
+    gpu_unary_t(s, op, gpu_f32(x), gpu_f32(y), n, p);
+}
+static inline void gpu_binary(gpuStream_t s, int op, const float *a, const float *b, float *y,
+                              int64_t n, int64_t nb)
+{
+    gpu_binary_t(s, op, gpu_f32(a), gpu_f32(b), gpu_f32(y), n, nb);
+}
+static inline void gpu_bias_add(gpuStream_t s, float *y, const float *bias, int64_t rows, int64_t n)
+{
+    gpu_bias_cast(s, gpu_f32(y), gpu_f32(bias), gpu_f32(y), rows, n);
+}
+/* any of f32, f16, bf16, i32 to any (float -> i32 truncates, as C) */
+void gpu_cast_t(gpuStream_t s, gpu_ten x, gpu_ten y, int64_t n);
+void gpu_embedding(gpuStream_t s, gpu_ten table, const int32_t *ids, gpu_ten y, int64_t T,
                    int64_t V, int64_t H, int *err, int node);
-/* rows pos[0]..pos[0]+T-1 of cache [S, row_elems] <- x [T, row_elems] */
-void gpu_cache_write(gpuStream_t s, float *cache, const float *x, const int32_t *pos, int64_t S,
-                     int64_t T, int64_t row_elems, int *err, int node);
+/* rows pos[0]..pos[0]+T-1 of cache [S, row_elems] <- x [T, row_elems]; esize 2 or 4 bytes */
+void gpu_cache_write(gpuStream_t s, void *cache, const void *x, const int32_t *pos, int64_t S,
+                     int64_t T, int64_t row_elems, int esize, int *err, int node);
 
 #define GPU_MAX_DIMS 6
 typedef struct gpu_perm {
@@ -29,35 +58,56 @@ typedef struct gpu_perm {
     int64_t out_dims[GPU_MAX_DIMS];
     int64_t in_strides[GPU_MAX_DIMS]; /* input stride of the axis that is output axis i */
 } gpu_perm;
-/* 4-byte elements (f32 or i32) for the layout ops */
-void gpu_transpose(gpuStream_t s, const void *x, void *y, int64_t n, const gpu_perm *p);
+/* layout ops move elements of esize bytes (2: f16/bf16, 4: f32/i32) */
+void gpu_transpose(gpuStream_t s, const void *x, void *y, int64_t n, const gpu_perm *p, int esize);
 void gpu_concat(gpuStream_t s, const void *a, const void *b, void *y, int64_t outer, int64_t ia,
-                int64_t ib);
+                int64_t ib, int esize);
 void gpu_slice(gpuStream_t s, const void *x, void *y, int64_t outer, int64_t in_inner,
-               int64_t start_off, int64_t out_inner);
+               int64_t start_off, int64_t out_inner, int esize);
 
-/* a (+ b when b != NULL, the sum also stored to sum_out) then rms_norm with w */
-void gpu_rms_norm(gpuStream_t s, const float *a, const float *b, const float *w, float *sum_out,
-                  float *y, int64_t rows, int64_t H, float eps, int add_one);
-void gpu_layer_norm(gpuStream_t s, const float *x, const float *w, const float *b, float *y,
-                    int64_t rows, int64_t H, float eps);
-void gpu_softmax(gpuStream_t s, const float *x, float *y, int64_t rows, int64_t n);
-void gpu_rope(gpuStream_t s, const float *x, const int32_t *pos, const float *inv_freq, float *y,
+/* a (+ b when b.p != NULL, the sum also stored to sum_out) then rms_norm with w */
+void gpu_rms_norm(gpuStream_t s, gpu_ten a, gpu_ten b, gpu_ten w, gpu_ten sum_out, gpu_ten y,
+                  int64_t rows, int64_t H, float eps, int add_one);
+void gpu_layer_norm(gpuStream_t s, gpu_ten x, gpu_ten w, gpu_ten b, gpu_ten y, int64_t rows,
+                    int64_t H, float eps);
+void gpu_softmax(gpuStream_t s, gpu_ten x, gpu_ten y, int64_t rows, int64_t n);
+void gpu_rope(gpuStream_t s, gpu_ten x, const int32_t *pos, gpu_ten inv_freq, gpu_ten y,
               int64_t T, int64_t nh, int64_t d, int64_t rot);
 
 typedef struct gpu_attn {
-    const float *q, *k, *v, *mask; /* mask may be NULL */
-    const int32_t *pos;            /* may be NULL: position 0 */
-    float *o;
+    gpu_ten q, k, v, mask; /* mask.p may be NULL */
+    const int32_t *pos;    /* may be NULL: position 0 */
+    gpu_ten o;
     int T, S, nh, nkv, d;
     float scale, softcap;
     int causal, window;
+    /* split-key decode: nsplit partial results per row and head in part */
+    int nsplit;
+    float *part;
 } gpu_attn;
 #define GPU_ATTN_MAX_D 256
+/* decode rows (T <= GPU_ATTN_DECODE_T) split the keys over nsplit blocks per head */
+#define GPU_ATTN_DECODE_T 8
 void gpu_attention(gpuStream_t s, const gpu_attn *a);
+void gpu_attn_decode(gpuStream_t s, const gpu_attn *a); /* gpu_attention's decode path */
+/* splits for a decode attention of T rows over up to S keys; floats of scratch it needs */
+int gpu_attn_splits(int T, int S, int nh, int d, int sms);
+int64_t gpu_attn_part_floats(int T, int nh, int d, int nsplit);
 
-/* Own tiled GEMM, row-major. b_nk=1: C[M,N] = A[M,K]·B[N,K]ᵀ; b_nk=0: C = A·B[K,N]. */
-void gpu_gemm(gpuStream_t s, int b_nk, const float *a, const float *b, float *c, int64_t M,
+/* Own tiled GEMM, row-major, any float dtypes. b_nk=1: C[M,N] = A[M,K]·B[N,K]ᵀ;
+ * b_nk=0: C = A·B[K,N]. */
+void gpu_gemm_t(gpuStream_t s, int b_nk, gpu_ten a, gpu_ten b, gpu_ten c, int64_t M, int64_t N,
+                int64_t K);
+static inline void gpu_gemm(gpuStream_t s, int b_nk, const float *a, const float *b, float *c,
+                            int64_t M, int64_t N, int64_t K)
+{
+    gpu_gemm_t(s, b_nk, gpu_f32(a), gpu_f32(b), gpu_f32(c), M, N, K);
+}
+
+/* Skinny product for M <= GPU_GEMV_MAX_M rows: y[M,N] = x[M,K]·W[N,K]ᵀ (+ bias), or with
+ * wu: y = silu(x·Wᵀ) * (x·Wuᵀ). Streams W once with 16-byte loads, one warp per column. */
+#define GPU_GEMV_MAX_M 16
+void gpu_gemv(gpuStream_t s, gpu_ten x, gpu_ten w, gpu_ten wu, gpu_ten bias, gpu_ten y, int64_t M,
               int64_t N, int64_t K);
 
 /* k_bmm.cu: c[z] = a[z]·b[z]ᵀ (tb, b [B,N,K]) or a[z]·b[z] (b [B,K,N]) for z < B;

@@ -2,7 +2,7 @@
  * blocks of BK, keeping a running max and sum per row (online softmax), so no T×S matrix
  * exists. TPR = 128/BQ consecutive threads share a row: each scores BK/TPR keys and owns
  * DP/TPR output dims. DP is the head dim rounded up (zero padded). */
-#include "gpu_kernels.h"
+#include "gpu_dtype.h"
 
 #define ATTN_THREADS 128
 
@@ -23,7 +23,7 @@ __global__ __launch_bounds__(ATTN_THREADS) static void k_attention(gpu_attn a)
 
     for (int idx = tid; idx < BQ * DP; idx += ATTN_THREADS) {
         int r = idx / DP, c = idx % DP, t = q0 + r;
-        Qs[r][c] = (t < a.T && c < d) ? a.q[((int64_t)t * a.nh + h) * d + c] : 0.0f;
+        Qs[r][c] = (t < a.T && c < d) ? ldt(a.q, ((int64_t)t * a.nh + h) * d + c) : 0.0f;
     }
 
     const int r = tid / TPR, lane = tid % TPR, t = q0 + r;
@@ -49,8 +49,8 @@ __global__ __launch_bounds__(ATTN_THREADS) static void k_attention(gpu_attn a)
             int64_t j = kb + c;
             bool ok = j < hi && dd < d;
             int64_t off = (j * a.nkv + kvh) * d + dd;
-            Ks[c][dd] = ok ? a.k[off] : 0.0f;
-            Vs[c][dd] = ok ? a.v[off] : 0.0f;
+            Ks[c][dd] = ok ? ldt(a.k, off) : 0.0f;
+            Vs[c][dd] = ok ? ldt(a.v, off) : 0.0f;
         }
         __syncthreads();
 
@@ -74,8 +74,8 @@ __global__ __launch_bounds__(ATTN_THREADS) static void k_attention(gpu_attn a)
             float s = sc[jj] * a.scale;
             if (a.softcap > 0.0f)
                 s = a.softcap * tanhf(s / a.softcap);
-            if (ok && a.mask)
-                s += a.mask[(int64_t)t * a.S + j];
+            if (ok && a.mask.p)
+                s += ldt(a.mask, (int64_t)t * a.S + j);
             sc[jj] = ok ? s : -INFINITY;
             mx = fmaxf(mx, sc[jj]);
         }
@@ -114,7 +114,7 @@ __global__ __launch_bounds__(ATTN_THREADS) static void k_attention(gpu_attn a)
     for (int i = 0; i < ND; i++) {
         int dd = lane + TPR * i;
         if (dd < d)
-            a.o[((int64_t)t * a.nh + h) * d + dd] = acc[i] * inv;
+            stt(a.o, ((int64_t)t * a.nh + h) * d + dd, acc[i] * inv);
     }
 }
 
@@ -126,6 +126,12 @@ template <int DP, int BQ, int BK> static void launch(gpuStream_t s, const gpu_at
 
 void gpu_attention(gpuStream_t s, const gpu_attn *a)
 {
+    /* the decode path loads pairs of elements: 8-byte aligned k and v */
+    if (a->T <= GPU_ATTN_DECODE_T && a->nsplit > 0 && a->part &&
+        ((uintptr_t)a->k.p | (uintptr_t)a->v.p) % 8 == 0) {
+        gpu_attn_decode(s, a);
+        return;
+    }
     if (a->d <= 64)
         launch<64, 64, 32>(s, a);
     else if (a->d <= 128)

@@ -1,17 +1,16 @@
-/* Own f32 GEMM (the ROCm backend's matmul, and CUDA's with RLX_GPU_GEMM=own): 64×64
+/* Own GEMM (the ROCm backend's matmul, and CUDA's with RLX_GPU_GEMM=own): operands in any
+ * float dtype, f32 accumulation, 64×64
  * output tiles, K in steps of 16 through shared memory, 256 threads with a 4×4 micro
  * tile each. Rows and columns of a thread are strided by 16 so that a warp's shared
  * reads hit distinct banks or broadcast. */
-#include "gpu_kernels.h"
+#include "gpu_dtype.h"
 
 #define TM 64
 #define TN 64
 #define TK 16
 
 template <int B_NK>
-__global__ __launch_bounds__(256) static void k_gemm(const float *__restrict__ A,
-                                                      const float *__restrict__ B,
-                                                      float *__restrict__ C, int64_t M,
+__global__ __launch_bounds__(256) static void k_gemm(gpu_ten A, gpu_ten B, gpu_ten C, int64_t M,
                                                       int64_t N, int64_t K)
 {
     __shared__ float As[TK][TM + 4];
@@ -30,14 +29,14 @@ __global__ __launch_bounds__(256) static void k_gemm(const float *__restrict__ A
         for (int i = 0; i < 4; i++) {
             int idx = tid + 256 * i, row = idx / TK, col = idx % TK;
             int64_t gm = m0 + row, gk = k0 + col;
-            As[col][row] = (gm < M && gk < K) ? A[gm * K + gk] : 0.0f;
+            As[col][row] = (gm < M && gk < K) ? ldt(A, gm * K + gk) : 0.0f;
             if (B_NK) {
                 int64_t gn = n0 + row;
-                Bs[col][row] = (gn < N && gk < K) ? B[gn * K + gk] : 0.0f;
+                Bs[col][row] = (gn < N && gk < K) ? ldt(B, gn * K + gk) : 0.0f;
             } else {
                 int kr = idx / TN, nc = idx % TN;
                 int64_t gk2 = k0 + kr, gn = n0 + nc;
-                Bs[kr][nc] = (gk2 < K && gn < N) ? B[gk2 * N + gn] : 0.0f;
+                Bs[kr][nc] = (gk2 < K && gn < N) ? ldt(B, gk2 * N + gn) : 0.0f;
             }
         }
         __syncthreads();
@@ -66,13 +65,13 @@ __global__ __launch_bounds__(256) static void k_gemm(const float *__restrict__ A
         for (int j = 0; j < 4; j++) {
             int64_t gn = n0 + tx + 16 * j;
             if (gn < N)
-                C[gm * N + gn] = acc[i][j];
+                stt(C, gm * N + gn, acc[i][j]);
         }
     }
 }
 
-void gpu_gemm(gpuStream_t s, int b_nk, const float *a, const float *b, float *c, int64_t M,
-              int64_t N, int64_t K)
+void gpu_gemm_t(gpuStream_t s, int b_nk, gpu_ten a, gpu_ten b, gpu_ten c, int64_t M, int64_t N,
+                int64_t K)
 {
     dim3 grid((unsigned)((N + TN - 1) / TN), (unsigned)((M + TM - 1) / TM));
     if (b_nk)

@@ -1,5 +1,6 @@
-/* Elementwise, lookup and layout kernels: one thread per element, grid-stride loops. */
-#include "gpu_kernels.h"
+/* Elementwise, lookup and layout kernels: one thread per element, grid-stride loops; float
+ * operands in any of f32/f16/bf16 (gpu_dtype.h), layout ops on 2- or 4-byte elements. */
+#include "gpu_dtype.h"
 
 #define PW_THREADS 256
 
@@ -23,11 +24,11 @@ __device__ static inline float gelu_tanh_f(float x)
 
 __device__ static inline float silu_f(float x) { return x / (1.0f + expf(-x)); }
 
-__global__ static void k_unary(int op, const float *x, float *y, int64_t n, float p)
+__global__ static void k_unary(int op, gpu_ten x, gpu_ten y, int64_t n, float p)
 {
     GRID_STRIDE(i, n)
     {
-        float v = x[i], r;
+        float v = ldt(x, i), r;
         switch (op) {
         case GU_SCALE: r = v * p; break;
         case GU_ADD_SCALAR: r = v + p; break;
@@ -37,21 +38,20 @@ __global__ static void k_unary(int op, const float *x, float *y, int64_t n, floa
         case GU_TANH: r = tanhf(v); break;
         default: r = p * tanhf(v / p); break; /* GU_SOFTCAP */
         }
-        y[i] = r;
+        stt(y, i, r);
     }
 }
 
-void gpu_unary(gpuStream_t s, int op, const float *x, float *y, int64_t n, float p)
+void gpu_unary_t(gpuStream_t s, int op, gpu_ten x, gpu_ten y, int64_t n, float p)
 {
     RLX_LAUNCH(k_unary, pw_blocks(n), PW_THREADS, 0, s)(op, x, y, n, p);
 }
 
-__global__ static void k_binary(int op, const float *a, const float *b, float *y, int64_t n,
-                                int64_t nb)
+__global__ static void k_binary(int op, gpu_ten a, gpu_ten b, gpu_ten y, int64_t n, int64_t nb)
 {
     GRID_STRIDE(i, n)
     {
-        float u = a[i], v = b[nb == n ? i : i % nb], r;
+        float u = ldt(a, i), v = ldt(b, nb == n ? i : i % nb), r;
         switch (op) {
         case GB_ADD: r = u + v; break;
         case GB_SUB: r = u - v; break;
@@ -59,44 +59,43 @@ __global__ static void k_binary(int op, const float *a, const float *b, float *y
         case GB_SWIGLU: r = silu_f(u) * v; break;
         default: r = gelu_tanh_f(u) * v; break; /* GB_GEGLU_TANH */
         }
-        y[i] = r;
+        stt(y, i, r);
     }
 }
 
-void gpu_binary(gpuStream_t s, int op, const float *a, const float *b, float *y, int64_t n,
-                int64_t nb)
+void gpu_binary_t(gpuStream_t s, int op, gpu_ten a, gpu_ten b, gpu_ten y, int64_t n, int64_t nb)
 {
     RLX_LAUNCH(k_binary, pw_blocks(n), PW_THREADS, 0, s)(op, a, b, y, n, nb);
 }
 
-__global__ static void k_cast(const void *x, int from_i32, void *y, int to_i32, int64_t n)
+__global__ static void k_cast(gpu_ten x, gpu_ten y, int64_t n)
 {
     GRID_STRIDE(i, n)
     {
-        if (from_i32 && to_i32)
-            ((int32_t *)y)[i] = ((const int32_t *)x)[i];
-        else if (from_i32)
-            ((float *)y)[i] = (float)((const int32_t *)x)[i];
-        else if (to_i32)
-            ((int32_t *)y)[i] = (int32_t)((const float *)x)[i]; /* truncation, as C */
+        if (x.dt == GDT_I32 && y.dt == GDT_I32)
+            ((int32_t *)y.p)[i] = ((const int32_t *)x.p)[i];
+        else if (x.dt == GDT_I32)
+            stt(y, i, (float)((const int32_t *)x.p)[i]);
+        else if (y.dt == GDT_I32)
+            ((int32_t *)y.p)[i] = (int32_t)ldt(x, i); /* truncation, as C */
         else
-            ((float *)y)[i] = ((const float *)x)[i];
+            stt(y, i, ldt(x, i));
     }
 }
 
-void gpu_cast(gpuStream_t s, const void *x, int from_i32, void *y, int to_i32, int64_t n)
+void gpu_cast_t(gpuStream_t s, gpu_ten x, gpu_ten y, int64_t n)
 {
-    RLX_LAUNCH(k_cast, pw_blocks(n), PW_THREADS, 0, s)(x, from_i32, y, to_i32, n);
+    RLX_LAUNCH(k_cast, pw_blocks(n), PW_THREADS, 0, s)(x, y, n);
 }
 
-__global__ static void k_bias_add(float *y, const float *bias, int64_t total, int64_t n)
+__global__ static void k_bias_cast(gpu_ten x, gpu_ten bias, gpu_ten y, int64_t total, int64_t n)
 {
-    GRID_STRIDE(i, total) y[i] += bias[i % n];
+    GRID_STRIDE(i, total) stt(y, i, ldt(x, i) + (bias.p ? ldt(bias, i % n) : 0.0f));
 }
 
-void gpu_bias_add(gpuStream_t s, float *y, const float *bias, int64_t rows, int64_t n)
+void gpu_bias_cast(gpuStream_t s, gpu_ten x, gpu_ten bias, gpu_ten y, int64_t rows, int64_t n)
 {
-    RLX_LAUNCH(k_bias_add, pw_blocks(rows * n), PW_THREADS, 0, s)(y, bias, rows * n, n);
+    RLX_LAUNCH(k_bias_cast, pw_blocks(rows * n), PW_THREADS, 0, s)(x, bias, y, rows * n, n);
 }
 
 __device__ static void record_error(int *err, int code, int value, int node)
@@ -107,7 +106,7 @@ __device__ static void record_error(int *err, int code, int value, int node)
     }
 }
 
-__global__ static void k_embedding(const float *table, const int32_t *ids, float *y, int64_t T,
+__global__ static void k_embedding(gpu_ten table, const int32_t *ids, gpu_ten y, int64_t T,
                                    int64_t V, int64_t H, int *err, int node)
 {
     GRID_STRIDE(i, T * H)
@@ -117,21 +116,22 @@ __global__ static void k_embedding(const float *table, const int32_t *ids, float
         if (id < 0 || id >= V) {
             if (h == 0)
                 record_error(err, GPU_ERR_EMBED_ID, id, node);
-            y[i] = 0.0f;
+            stt(y, i, 0.0f);
         } else {
-            y[i] = table[(int64_t)id * H + h];
+            stt(y, i, ldt(table, (int64_t)id * H + h));
         }
     }
 }
 
-void gpu_embedding(gpuStream_t s, const float *table, const int32_t *ids, float *y, int64_t T,
+void gpu_embedding(gpuStream_t s, gpu_ten table, const int32_t *ids, gpu_ten y, int64_t T,
                    int64_t V, int64_t H, int *err, int node)
 {
     RLX_LAUNCH(k_embedding, pw_blocks(T * H), PW_THREADS, 0, s)(table, ids, y, T, V, H, err,
                                                                  node);
 }
 
-__global__ static void k_cache_write(float *cache, const float *x, const int32_t *pos, int64_t S,
+template <typename E>
+__global__ static void k_cache_write(E *cache, const E *x, const int32_t *pos, int64_t S,
                                      int64_t T, int64_t row, int *err, int node)
 {
     int64_t p = pos[0];
@@ -143,14 +143,18 @@ __global__ static void k_cache_write(float *cache, const float *x, const int32_t
     GRID_STRIDE(i, T * row) cache[p * row + i] = x[i];
 }
 
-void gpu_cache_write(gpuStream_t s, float *cache, const float *x, const int32_t *pos, int64_t S,
-                     int64_t T, int64_t row_elems, int *err, int node)
+void gpu_cache_write(gpuStream_t s, void *cache, const void *x, const int32_t *pos, int64_t S,
+                     int64_t T, int64_t row_elems, int esize, int *err, int node)
 {
-    RLX_LAUNCH(k_cache_write, pw_blocks(T * row_elems), PW_THREADS, 0, s)(cache, x, pos, S, T,
-                                                                           row_elems, err, node);
+    if (esize == 2)
+        RLX_LAUNCH(k_cache_write<uint16_t>, pw_blocks(T * row_elems), PW_THREADS, 0, s)(
+            (uint16_t *)cache, (const uint16_t *)x, pos, S, T, row_elems, err, node);
+    else
+        RLX_LAUNCH(k_cache_write<uint32_t>, pw_blocks(T * row_elems), PW_THREADS, 0, s)(
+            (uint32_t *)cache, (const uint32_t *)x, pos, S, T, row_elems, err, node);
 }
 
-__global__ static void k_transpose(const uint32_t *x, uint32_t *y, int64_t n, gpu_perm p)
+template <typename E> __global__ static void k_transpose(const E *x, E *y, int64_t n, gpu_perm p)
 {
     GRID_STRIDE(i, n)
     {
@@ -164,14 +168,18 @@ __global__ static void k_transpose(const uint32_t *x, uint32_t *y, int64_t n, gp
     }
 }
 
-void gpu_transpose(gpuStream_t s, const void *x, void *y, int64_t n, const gpu_perm *p)
+void gpu_transpose(gpuStream_t s, const void *x, void *y, int64_t n, const gpu_perm *p, int esize)
 {
-    RLX_LAUNCH(k_transpose, pw_blocks(n), PW_THREADS, 0, s)((const uint32_t *)x, (uint32_t *)y,
-                                                             n, *p);
+    if (esize == 2)
+        RLX_LAUNCH(k_transpose<uint16_t>, pw_blocks(n), PW_THREADS, 0, s)((const uint16_t *)x,
+                                                                         (uint16_t *)y, n, *p);
+    else
+        RLX_LAUNCH(k_transpose<uint32_t>, pw_blocks(n), PW_THREADS, 0, s)((const uint32_t *)x,
+                                                                         (uint32_t *)y, n, *p);
 }
 
-__global__ static void k_concat(const uint32_t *a, const uint32_t *b, uint32_t *y, int64_t outer,
-                                int64_t ia, int64_t ib)
+template <typename E>
+__global__ static void k_concat(const E *a, const E *b, E *y, int64_t outer, int64_t ia, int64_t ib)
 {
     int64_t io = ia + ib;
     GRID_STRIDE(i, outer * io)
@@ -182,13 +190,18 @@ __global__ static void k_concat(const uint32_t *a, const uint32_t *b, uint32_t *
 }
 
 void gpu_concat(gpuStream_t s, const void *a, const void *b, void *y, int64_t outer, int64_t ia,
-                int64_t ib)
+                int64_t ib, int esize)
 {
-    RLX_LAUNCH(k_concat, pw_blocks(outer * (ia + ib)), PW_THREADS, 0, s)(
-        (const uint32_t *)a, (const uint32_t *)b, (uint32_t *)y, outer, ia, ib);
+    if (esize == 2)
+        RLX_LAUNCH(k_concat<uint16_t>, pw_blocks(outer * (ia + ib)), PW_THREADS, 0, s)(
+            (const uint16_t *)a, (const uint16_t *)b, (uint16_t *)y, outer, ia, ib);
+    else
+        RLX_LAUNCH(k_concat<uint32_t>, pw_blocks(outer * (ia + ib)), PW_THREADS, 0, s)(
+            (const uint32_t *)a, (const uint32_t *)b, (uint32_t *)y, outer, ia, ib);
 }
 
-__global__ static void k_slice(const uint32_t *x, uint32_t *y, int64_t outer, int64_t in_inner,
+template <typename E>
+__global__ static void k_slice(const E *x, E *y, int64_t outer, int64_t in_inner,
                                int64_t start_off, int64_t out_inner)
 {
     GRID_STRIDE(i, outer * out_inner)
@@ -199,8 +212,12 @@ __global__ static void k_slice(const uint32_t *x, uint32_t *y, int64_t outer, in
 }
 
 void gpu_slice(gpuStream_t s, const void *x, void *y, int64_t outer, int64_t in_inner,
-               int64_t start_off, int64_t out_inner)
+               int64_t start_off, int64_t out_inner, int esize)
 {
-    RLX_LAUNCH(k_slice, pw_blocks(outer * out_inner), PW_THREADS, 0, s)(
-        (const uint32_t *)x, (uint32_t *)y, outer, in_inner, start_off, out_inner);
+    if (esize == 2)
+        RLX_LAUNCH(k_slice<uint16_t>, pw_blocks(outer * out_inner), PW_THREADS, 0, s)(
+            (const uint16_t *)x, (uint16_t *)y, outer, in_inner, start_off, out_inner);
+    else
+        RLX_LAUNCH(k_slice<uint32_t>, pw_blocks(outer * out_inner), PW_THREADS, 0, s)(
+            (const uint32_t *)x, (uint32_t *)y, outer, in_inner, start_off, out_inner);
 }

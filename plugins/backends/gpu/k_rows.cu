@@ -1,6 +1,6 @@
 /* Row kernels: one block per row, reductions in f32 through shared memory (no warp-size
  * assumption, so the same code runs on 32- and 64-wide AMD waves). */
-#include "gpu_kernels.h"
+#include "gpu_dtype.h"
 
 #define ROW_THREADS 256
 
@@ -22,100 +22,102 @@ __device__ static float block_reduce(float v, int is_max)
     return r;
 }
 
-__global__ static void k_rms_norm(const float *a, const float *b, const float *w, float *sum_out,
-                                  float *y, int64_t H, float eps, int add_one)
+/* The sum a + b is stored in sum_out's dtype and the norm reads it back as stored, as a
+ * framework that keeps the residual stream in that dtype does. */
+__global__ static void k_rms_norm(gpu_ten a, gpu_ten b, gpu_ten w, gpu_ten sum_out, gpu_ten y,
+                                  int64_t H, float eps, int add_one)
 {
     int64_t base = (int64_t)blockIdx.x * H;
     float ss = 0.0f;
     for (int64_t i = threadIdx.x; i < H; i += ROW_THREADS) {
-        float v = a[base + i];
-        if (b) {
-            v += b[base + i];
-            sum_out[base + i] = v;
+        float v = ldt(a, base + i);
+        if (b.p) {
+            v = round_to(sum_out.dt, v + ldt(b, base + i));
+            stt(sum_out, base + i, v);
         }
         ss += v * v;
     }
     float r = rsqrtf(block_reduce(ss, 0) / (float)H + eps);
     for (int64_t i = threadIdx.x; i < H; i += ROW_THREADS) {
-        float v = b ? sum_out[base + i] : a[base + i];
-        float g = add_one ? 1.0f + w[i] : w[i];
-        y[base + i] = v * r * g;
+        float v = b.p ? ldt(sum_out, base + i) : ldt(a, base + i);
+        float g = add_one ? 1.0f + ldt(w, i) : ldt(w, i);
+        stt(y, base + i, v * r * g);
     }
 }
 
-void gpu_rms_norm(gpuStream_t s, const float *a, const float *b, const float *w, float *sum_out,
-                  float *y, int64_t rows, int64_t H, float eps, int add_one)
+void gpu_rms_norm(gpuStream_t s, gpu_ten a, gpu_ten b, gpu_ten w, gpu_ten sum_out, gpu_ten y,
+                  int64_t rows, int64_t H, float eps, int add_one)
 {
     RLX_LAUNCH(k_rms_norm, (unsigned)rows, ROW_THREADS, 0, s)(a, b, w, sum_out, y, H, eps,
                                                               add_one);
 }
 
-__global__ static void k_layer_norm(const float *x, const float *w, const float *b, float *y,
-                                    int64_t H, float eps)
+__global__ static void k_layer_norm(gpu_ten x, gpu_ten w, gpu_ten b, gpu_ten y, int64_t H,
+                                    float eps)
 {
     int64_t base = (int64_t)blockIdx.x * H;
     float s = 0.0f;
     for (int64_t i = threadIdx.x; i < H; i += ROW_THREADS)
-        s += x[base + i];
+        s += ldt(x, base + i);
     float mean = block_reduce(s, 0) / (float)H;
     float q = 0.0f;
     for (int64_t i = threadIdx.x; i < H; i += ROW_THREADS) {
-        float c = x[base + i] - mean;
+        float c = ldt(x, base + i) - mean;
         q += c * c;
     }
     float r = rsqrtf(block_reduce(q, 0) / (float)H + eps);
     for (int64_t i = threadIdx.x; i < H; i += ROW_THREADS)
-        y[base + i] = (x[base + i] - mean) * r * w[i] + b[i];
+        stt(y, base + i, (ldt(x, base + i) - mean) * r * ldt(w, i) + ldt(b, i));
 }
 
-void gpu_layer_norm(gpuStream_t s, const float *x, const float *w, const float *b, float *y,
-                    int64_t rows, int64_t H, float eps)
+void gpu_layer_norm(gpuStream_t s, gpu_ten x, gpu_ten w, gpu_ten b, gpu_ten y, int64_t rows,
+                    int64_t H, float eps)
 {
     RLX_LAUNCH(k_layer_norm, (unsigned)rows, ROW_THREADS, 0, s)(x, w, b, y, H, eps);
 }
 
-__global__ static void k_softmax(const float *x, float *y, int64_t n)
+__global__ static void k_softmax(gpu_ten x, gpu_ten y, int64_t n)
 {
     int64_t base = (int64_t)blockIdx.x * n;
     float m = -INFINITY;
     for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS)
-        m = fmaxf(m, x[base + i]);
+        m = fmaxf(m, ldt(x, base + i));
     m = block_reduce(m, 1);
     float s = 0.0f;
     for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS)
-        s += expf(x[base + i] - m);
+        s += expf(ldt(x, base + i) - m);
     float inv = 1.0f / block_reduce(s, 0);
     for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS)
-        y[base + i] = expf(x[base + i] - m) * inv;
+        stt(y, base + i, expf(ldt(x, base + i) - m) * inv);
 }
 
-void gpu_softmax(gpuStream_t s, const float *x, float *y, int64_t rows, int64_t n)
+void gpu_softmax(gpuStream_t s, gpu_ten x, gpu_ten y, int64_t rows, int64_t n)
 {
     RLX_LAUNCH(k_softmax, (unsigned)rows, ROW_THREADS, 0, s)(x, y, n);
 }
 
 /* One thread per output element. The angle and its sine/cosine are taken in double:
  * positions reach 1e5 and an f32 angle would lose most of its fraction there. */
-__global__ static void k_rope(const float *x, const int32_t *pos, const float *inv_freq,
-                              float *y, int64_t T, int64_t nh, int64_t d, int64_t rot)
+__global__ static void k_rope(gpu_ten x, const int32_t *pos, gpu_ten inv_freq, gpu_ten y,
+                              int64_t T, int64_t nh, int64_t d, int64_t rot)
 {
     int64_t half = rot / 2, n = T * nh * d;
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
          e += (int64_t)gridDim.x * blockDim.x) {
         int64_t j = e % d, t = e / (nh * d), row = e - j;
         if (j >= 2 * half) {
-            y[e] = x[e];
+            stt(y, e, ldt(x, e));
             continue;
         }
         int64_t i = j < half ? j : j - half;
-        double th = (double)pos[t] * (double)inv_freq[i], sn, cs;
+        double th = (double)pos[t] * (double)ldt(inv_freq, i), sn, cs;
         sincos(th, &sn, &cs);
-        double x1 = x[row + i], x2 = x[row + i + half];
-        y[e] = (float)(j < half ? x1 * cs - x2 * sn : x2 * cs + x1 * sn);
+        double x1 = ldt(x, row + i), x2 = ldt(x, row + i + half);
+        stt(y, e, (float)(j < half ? x1 * cs - x2 * sn : x2 * cs + x1 * sn));
     }
 }
 
-void gpu_rope(gpuStream_t s, const float *x, const int32_t *pos, const float *inv_freq, float *y,
+void gpu_rope(gpuStream_t s, gpu_ten x, const int32_t *pos, gpu_ten inv_freq, gpu_ten y,
               int64_t T, int64_t nh, int64_t d, int64_t rot)
 {
     int64_t n = T * nh * d, b = (n + 255) / 256;

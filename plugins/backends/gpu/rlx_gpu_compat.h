@@ -44,6 +44,13 @@ static inline const char *rlx_hip_error_text(hipError_t e)
 #define gpuGraphLaunch hipGraphLaunch
 #define gpuGraphDestroy hipGraphDestroy
 #define gpuGraphExecDestroy hipGraphExecDestroy
+typedef hipEvent_t gpuEvent_t;
+#define gpuEventCreate hipEventCreate
+#define gpuEventDestroy hipEventDestroy
+#define gpuEventRecord hipEventRecord
+#define gpuEventSynchronize hipEventSynchronize
+#define gpuEventElapsedTime hipEventElapsedTime
+#define gpuMemGetInfo hipMemGetInfo
 #define RLX_GPU_VENDOR "rocm"
 #define RLX_GPU_COUNT_FN "hipGetDeviceCount"
 #define RLX_SHFL_XOR(v, m, w) __shfl_xor((v), (m), (w))
@@ -81,6 +88,13 @@ typedef cudaGraphExec_t gpuGraphExec_t;
 #define gpuGraphLaunch cudaGraphLaunch
 #define gpuGraphDestroy cudaGraphDestroy
 #define gpuGraphExecDestroy cudaGraphExecDestroy
+typedef cudaEvent_t gpuEvent_t;
+#define gpuEventCreate cudaEventCreate
+#define gpuEventDestroy cudaEventDestroy
+#define gpuEventRecord cudaEventRecord
+#define gpuEventSynchronize cudaEventSynchronize
+#define gpuEventElapsedTime cudaEventElapsedTime
+#define gpuMemGetInfo cudaMemGetInfo
 #define RLX_GPU_VENDOR "cuda"
 #define RLX_GPU_COUNT_FN "cudaGetDeviceCount"
 #define RLX_SHFL_XOR(v, m, w) __shfl_xor_sync(0xffffffffu, (v), (m), (w))

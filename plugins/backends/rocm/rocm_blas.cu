@@ -15,8 +15,8 @@ int gpu_blas_create(gpu_blas **out, gpuStream_t s, char *err, size_t errlen)
 
 void gpu_blas_destroy(gpu_blas *b) { (void)b; }
 
-int gpu_blas_gemm(gpu_blas *b, int b_nk, const float *a, const float *bm, float *c, int64_t M,
-                  int64_t N, int64_t K, char *err, size_t errlen)
+int gpu_blas_gemm_t(gpu_blas *b, int b_nk, gpu_ten a, gpu_ten bm, gpu_ten c, int64_t M, int64_t N,
+                    int64_t K, char *err, size_t errlen)
 {
     (void)b;
     (void)b_nk;
