@@ -11,14 +11,20 @@
  *               decode programs compiled for the CPU backend, over a sparse f32 checkpoint
  *               of the config's shapes (no weight data is read); then 32 more decode
  *               lookups, which must compile nothing ("recompiled" counts them);
+ *   phases:     --phases MODEL_DIR: what rlx-run generate does before its first token, in a
+ *               fresh child each time, wall ms per step: model open (registry, config,
+ *               checkpoint, CPU backend init), tokenizer load (cached), encode, session,
+ *               first prefill (compile, weight binding, run), one decode step;
  *   run:        fork+exec of a command line (e.g. rlx-run --prompt ... -n 1): wall and
  *               CPU ms of the child.
- * Usage: startup_bench [-r N] [--run 'CMD ...'] [--compile CONFIG [--seq T]] [tokenizer.json ...]
+ * Usage: startup_bench [-r N] [--run 'CMD ...'] [--compile CONFIG [--seq T]] [--phases DIR]
+ *                      [tokenizer.json ...]
  * (RLX_PLUGIN_PATH as for every rlx program) */
 #define _GNU_SOURCE
 #include "rlx/rlx.h"
 #include <dirent.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +98,75 @@ static int run_child(const void *arg)
     if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) return 126;
     execl("/bin/sh", "sh", "-c", (const char *)arg, (char *)NULL);
     return 127;
+}
+
+/* ---------------------------------------------------------------- phases */
+
+enum { PH_OPEN, PH_TOK, PH_ENC, PH_SESS, PH_PREFILL, PH_DECODE, PH_N };
+static const char *const ph_names[PH_N] = {"model_open_ms", "tokenizer_ms", "encode_ms", "session_ms",
+                                            "first_prefill_ms", "decode_ms"};
+
+/* in a child: one generate's start, each step's wall ms written to the pipe */
+static int phases_child(const void *arg)
+{
+    const char *const *a = arg;
+    const char *dir = a[0];
+    int fd = (int)(intptr_t)a[1];
+    double t[PH_N + 1];
+    rlx_diag d;
+    rlx_diag_init(&d);
+    rlx_model_options o;
+    rlx_model_options_init(&o);
+    o.backend = "cpu";
+    rlx_model *m = NULL;
+    rlx_tokenizer *tk = NULL;
+    rlx_session *s = NULL;
+    char tp[4200];
+    snprintf(tp, sizeof tp, "%s/tokenizer.json", dir);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    t[0] = now_ms();
+    int rc = rlx_model_open(dir, &o, &m, &d);
+    t[1] = now_ms();
+    if (!rc) rc = rlx_tokenizer_load(tp, &tk, &d);
+    t[2] = now_ms();
+    if (!rc) rc = rlx_tokenizer_encode(tk, "def main():", 11, 1, &ids, &n, &d);
+    t[3] = now_ms();
+    if (!rc) rc = rlx_session_new(m, 0, &s, &d);
+    t[4] = now_ms();
+    float *logits = rc ? NULL : malloc((size_t)rlx_model_get_config(m)->vocab_size * sizeof *logits);
+    if (!rc) rc = !logits || rlx_session_prefill(s, ids, (int64_t)n, NULL, logits, &d);
+    t[5] = now_ms();
+    if (!rc) rc = rlx_session_decode(s, ids[0], logits, &d);
+    t[6] = now_ms();
+    if (rc) fprintf(stderr, "startup_bench: phases: %s\n", d.msg);
+    double ms[PH_N];
+    for (int i = 0; i < PH_N; i++) ms[i] = t[i + 1] - t[i];
+    return rc || write(fd, ms, sizeof ms) != (ssize_t)sizeof ms; /* the rest is freed by _exit */
+}
+
+static int phases_bench(const char *dir, int reps)
+{
+    double *v[PH_N], wall, cpu;
+    int rc = 0;
+    for (int k = 0; k < PH_N; k++) rc |= !(v[k] = calloc((size_t)reps, sizeof(double)));
+    for (int i = 0; !rc && i < reps; i++) {
+        int p[2];
+        if (pipe(p)) return -1;
+        const void *arg[2] = {dir, (void *)(intptr_t)p[1]};
+        double ms[PH_N];
+        rc = in_child(phases_child, arg, &wall, &cpu, NULL) || read(p[0], ms, sizeof ms) != (ssize_t)sizeof ms;
+        close(p[0]);
+        close(p[1]);
+        for (int k = 0; !rc && k < PH_N; k++) v[k][i] = ms[k];
+    }
+    if (!rc) {
+        printf(",\"phases\":{\"model\":\"%s\",", dir);
+        for (int k = 0; k < PH_N; k++) stats(ph_names[k], v[k], reps, k == PH_N - 1);
+        printf("}");
+    }
+    for (int k = 0; k < PH_N; k++) free(v[k]);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- tokenizers */
@@ -273,16 +348,17 @@ static int compile_bench(const char *config, int64_t T, int reps)
 int main(int argc, char **argv)
 {
     int reps = 11, a = 1;
-    const char *run = NULL, *config = NULL;
+    const char *run = NULL, *config = NULL, *phases = NULL;
     int64_t seq = 128;
     for (; a < argc && argv[a][0] == '-'; a++) {
         if (!strcmp(argv[a], "-r") && a + 1 < argc) reps = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--run") && a + 1 < argc) run = argv[++a];
         else if (!strcmp(argv[a], "--compile") && a + 1 < argc) config = argv[++a];
         else if (!strcmp(argv[a], "--seq") && a + 1 < argc) seq = atoll(argv[++a]);
+        else if (!strcmp(argv[a], "--phases") && a + 1 < argc) phases = argv[++a];
         else {
             fprintf(stderr, "usage: startup_bench [-r N] [--run 'CMD'] [--compile CONFIG [--seq T]] "
-                            "[tokenizer.json ...]\n");
+                            "[--phases MODEL_DIR] [tokenizer.json ...]\n");
             return 2;
         }
     }
@@ -324,6 +400,10 @@ int main(int argc, char **argv)
     }
     printf("]");
     if (config && compile_bench(config, seq, reps)) return 1;
+    if (phases && phases_bench(phases, reps)) {
+        fprintf(stderr, "startup_bench: --phases %s failed\n", phases);
+        return 1;
+    }
     if (run) {
         for (int i = 0; i < reps; i++)
             if (in_child(run_child, run, &v[i], &c[i], NULL)) {

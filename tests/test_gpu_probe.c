@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#if defined(RLX_TEST_CUDA) || defined(RLX_TEST_ROCM)
 /* 1 if a mapping of this process names a file containing `lib` */
 static int mapped(const char *lib)
 {
@@ -209,6 +210,8 @@ START_TEST(rocm_probe_without_device)
 }
 END_TEST
 #endif
+
+#endif /* RLX_TEST_CUDA || RLX_TEST_ROCM */
 
 int main(void)
 {

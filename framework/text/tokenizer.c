@@ -17,6 +17,7 @@
 /* frees what loading filled in, leaving t as calloc'ed but for its origin */
 static void clear_parts(rlx_tokenizer *t)
 {
+    if (t->writing) pthread_join(t->writer, NULL);
     tk_bpe_free(t->bpe);
     tk_normalizer_free(t->normalizer);
     tk_pretok_free(t->pretok);
@@ -195,26 +196,55 @@ static int load_rest(rlx_tokenizer *t, const char *rest, size_t rest_len)
     return rc;
 }
 
-/* vocab and merges by tk_fast_bpe, the rest by jansson; written to the cache (cpath,
- * when not NULL) on success. Nonzero: t reset, nothing reported (parse it all the
- * ordinary way). */
-static int load_fast(rlx_tokenizer *t, const char *buf, size_t len, const char *cpath, tk_cache_key *key)
+/* a cache file to write: the source bytes (for their hash) and the rest text are the
+ * job's, the tables stay the tokenizer's */
+typedef struct cache_job {
+    char *cpath, *rest, *buf;
+    size_t len;
+    tk_cache_key key;
+    tk_cache_view view;
+} cache_job;
+
+static void *write_job(void *arg)
+{
+    cache_job *j = arg;
+    j->key.size = j->len;
+    j->key.hash = tk_cache_hash(j->buf, j->len);
+    j->view.rest = j->rest;
+    tk_cache_write(j->cpath, &j->key, &j->view);
+    free(j->cpath);
+    free(j->rest);
+    free(j->buf);
+    free(j);
+    return NULL;
+}
+
+/* vocab and merges by tk_fast_bpe, the rest by jansson. On success with cpath, the cache
+ * is written by a thread (the load returns without waiting for tens of MB of writes),
+ * which takes *bufp. Nonzero: t reset, nothing reported (parse it all the ordinary way). */
+static int load_fast(rlx_tokenizer *t, char **bufp, size_t len, const char *cpath, const tk_cache_key *key)
 {
     rlx_diag quiet;
     rlx_diag_init(&quiet);
     tk_jctx c = {t->origin, &quiet};
     char *rest = NULL;
     size_t rest_len;
-    if (tk_fast_bpe(&c, buf, len, &t->bpe, &rest, &rest_len)) return -1;
+    if (tk_fast_bpe(&c, *bufp, len, &t->bpe, &rest, &rest_len)) return -1;
     int rc = load_rest(t, rest, rest_len);
-    if (!rc && cpath) {
-        tk_cache_view v;
-        tk_bpe_view(t->bpe, &v);
-        v.rest = rest;
-        v.rest_len = rest_len;
-        key->size = len;
-        key->hash = tk_cache_hash(buf, len);
-        tk_cache_write(cpath, key, &v);
+    cache_job *j = !rc && cpath ? calloc(1, sizeof *j) : NULL;
+    if (j && (j->cpath = strdup(cpath))) {
+        j->rest = rest;
+        j->buf = *bufp;
+        j->len = len;
+        j->key = *key;
+        tk_bpe_view(t->bpe, &j->view);
+        j->view.rest_len = rest_len;
+        rest = NULL;
+        *bufp = NULL;
+        if (pthread_create(&t->writer, NULL, write_job, j) == 0) t->writing = 1;
+        else write_job(j);
+    } else {
+        free(j);
     }
     free(rest);
     return rc;
@@ -272,7 +302,7 @@ RLX_API int rlx_tokenizer_load(const char *path, rlx_tokenizer **out, rlx_diag *
         return rc;
     }
     /* the mtime was read before the bytes: a file changed in between is a miss next time */
-    rc = load_fast(t, buf, len, cached && key.size ? cpath : NULL, &key);
+    rc = load_fast(t, &buf, len, cached && key.size ? cpath : NULL, &key);
     if (rc) { /* the whole file through jansson: also the path that reports every error */
         json_t *root = NULL;
         rc = rlx__json_parse(buf, len, path, &root, d);

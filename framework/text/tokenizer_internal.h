@@ -233,6 +233,10 @@ typedef struct tk_added {
 
 struct rlx_tokenizer {
     char *origin;
+    /* the cache file being written by a thread after the first load (tokenizer.c); it
+     * only reads the BPE tables, and is joined before they are freed */
+    pthread_t writer;
+    int writing;
     tk_bpe *bpe;
     tk_normalizer *normalizer;
     tk_pretok *pretok;
