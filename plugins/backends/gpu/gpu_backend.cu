@@ -1027,12 +1027,12 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
         gpu_softmax(s, TI(0), TO(0), st->rows, st->n);
         break;
     case OP_BMM:
-        gpu_bmm(s, st->i0, a, b, y, st->nb, st->rows, st->n, st->k);
+        gpu_bmm(s, st->i0, (const float *)a, (const float *)b, (float *)y, st->nb, st->rows, st->n, st->k);
         break;
     case OP_RELU:
     case OP_SIN:
     case OP_COS:
-        gpu_map(s, st->i0, a, y, st->n);
+        gpu_map(s, st->i0, (const float *)a, (float *)y, st->n);
         break;
     case OP_RMS_NORM:
         gpu_rms_norm(s, TI(0), none, TI(1), none, TO(0), st->rows, st->n, st->f0, st->i0);
@@ -1090,13 +1090,15 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
         gpu_cast_t(s, TI(0), TO(0), st->n);
         break;
     case OP_CONV2D:
-        gpu_conv2d(s, &st->conv, a, b, st->n_in > 2 ? (const float *)vp[st->in[2]] : NULL, y);
+        gpu_conv2d(s, &st->conv, (const float *)a, (const float *)b,
+                   st->n_in > 2 ? (const float *)vp[st->in[2]] : NULL, (float *)y);
         break;
     case OP_GROUP_NORM:
-        gpu_group_norm(s, &st->conv, a, b, (const float *)vp[st->in[2]], y, st->f0);
+        gpu_group_norm(s, &st->conv, (const float *)a, (const float *)b, (const float *)vp[st->in[2]],
+                       (float *)y, st->f0);
         break;
     case OP_UPSAMPLE:
-        gpu_upsample_nearest(s, &st->conv, a, y);
+        gpu_upsample_nearest(s, &st->conv, (const float *)a, (float *)y);
         break;
     }
 #undef TI
