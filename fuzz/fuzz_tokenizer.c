@@ -2,7 +2,9 @@
  * input's own bytes read as ids. */
 #define _GNU_SOURCE
 #include "fuzz_memfile.h"
+#include "fuzz_host_log.h"
 #include "base/internal.h"
+#include <stdlib.h>
 #include <string.h>
 
 static const struct {
@@ -20,6 +22,7 @@ static const struct {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    setenv("RLX_NO_CACHE", "1", 1); /* no cache file per input (fuzz_tokcache covers the reader) */
     rlx_tokenizer *t = NULL;
     rlx_diag d;
     rlx_diag_init(&d);

@@ -90,13 +90,13 @@ START_TEST(bad_models)
         free(exp);
     }
     closedir(dir);
-    ck_assert_int_ge(cases, 29);
+    ck_assert_int_ge(cases, 32);
 }
 END_TEST
 
 START_TEST(bad_inputs_files)
 {
-    static const char *const ins[] = {"garbage", "truncated", "f64-ids"};
+    static const char *const ins[] = {"garbage", "truncated", "f64-ids", "id-past-vocab"};
     for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++) {
         char in[4200], ef[4200], model[4096], cmd[16384];
         snprintf(in, sizeof in, "%s/%s.safetensors", tu_src("tests/bad-inputs/inputs"), ins[i]);
@@ -277,7 +277,8 @@ static char *ids_of(const char *json)
     return strndup(p, strcspn(p, "]") + 1);
 }
 
-/* --temperature 0 is greedy; NaN weights stop generation naming the step. */
+/* --temperature 0 is greedy; NaN weights stop generation naming the step; memory that is
+ * not there is refused before it is taken. */
 START_TEST(sampling_edges)
 {
     char demo[4096], cmd[16384];
@@ -334,8 +335,14 @@ START_TEST(sampling_edges)
     tu_result r = tu_run(cmd, 60);
     ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.err);
     ck_assert_msg(strncmp(r.err, "rlx-run: KV cache / session state", 33) == 0 &&
-                      strstr(r.err, " GiB, 0.06 GiB available\n") && strstr(r.err, ": needs 3."),
+                      strstr(r.err, " GiB, 64.0 MiB available\n") && strstr(r.err, ": needs 3."),
                   "%s", r.err);
+    tu_result_free(&r);
+    /* and a weight converted from the checkpoint's bf16 before its buffer is taken */
+    snprintf(cmd, sizeof cmd, "RLX_MEM_LIMIT=1M '%s' generate --model '%s' --ids 1,2 -n 2", rlx_run(), demo);
+    r = tu_run(cmd, 60);
+    ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.err);
+    ck_assert_str_eq(r.err, "rlx-run: tensor model.embed_tokens.weight converted to F32: needs 2.0 MiB, 1.0 MiB available\n");
     tu_result_free(&r);
 }
 END_TEST

@@ -182,16 +182,19 @@ START_TEST(other_models)
     ck_assert_int_eq(m->max_position_embeddings, 64);
     rlx_config_free(c);
 
-    /* no arch plugin owns sam yet: the file opens (raw lookups work), configuring names
-     * the type and what is installed */
+    /* sam: the arch plugin reads the nested configs; the vision tower's sizes land in
+     * the shared description, the rest stays a raw lookup */
     rlx_diag d;
     rlx_diag_init(&d);
     ck_assert_int_eq(rlx_config_open(tu_fixture("sam-tiny"), &c, &d), 0);
     ck_assert_str_eq(rlx_config_model(c)->model_type, "sam");
-    ck_assert_int_eq(rlx_config_configure(c, plugins(), NULL, &d), RLX_ERR_UNSUPPORTED);
-    ck_assert_msg(strstr(d.msg, "config.json: no arch plugin handles model_type \"sam\" (installed: ") &&
-                      strstr(d.msg, "llama") && strstr(d.msg, "gemma3_text"),
-                  "%s", d.msg);
+    ck_assert_msg(rlx_config_configure(c, plugins(), NULL, &d) == 0, "%s", d.msg);
+    m = rlx_config_model(c);
+    ck_assert_int_eq(m->hidden_size, 32);
+    ck_assert_int_eq(m->num_layers, 2);
+    ck_assert_int_eq(m->num_heads, 2);
+    ck_assert_int_eq(m->intermediate_size, 64);
+    ck_assert_str_eq(m->hidden_act, "gelu");
     double x = 0;
     ck_assert_int_eq(rlx_config_number(c, "vision_config.window_size", &x), 0);
     ck_assert_double_eq(x, 4);
@@ -297,6 +300,10 @@ END_TEST
 START_TEST(strict_errors)
 {
     parse_fails("{\"model_type\":\"mamba\"}", "no arch plugin handles model_type \"mamba\" (installed: ");
+    parse_fails("{\"model_type\":\"sam\",\"vision_config\":{\"window_size\":-1}}",
+                "vision_config.window_size: expected 0 (none) to a size, got -1");
+    parse_fails("{\"model_type\":\"sam\",\"prompt_encoder_config\":{\"image_embedding_size\":32}}",
+                "prompt_encoder_config.image_embedding_size: 32, but the vision encoder gives 64");
     parse_fails("{\"hidden_size\":4}", "model_type: missing");
     parse_fails("{\"model_type\":\"llama\",\"hidden_size\":\"64\"}",
                 "hidden_size: expected an integer, got a string");

@@ -423,6 +423,45 @@ static void test_elementwise(gpu *g)
     free(sr);
 }
 
+/* rlx.bmm both ways (odd sizes, several tiles) and the maps relu, sin, cos */
+static void test_bmm_maps(gpu *g)
+{
+    int64_t B = 5, M = 19, N = 23, K = 37;
+    for (int tb = 0; tb < 2; tb++) {
+        tens a = rand_f(3, B, M, K, 1), b = tb ? rand_f(3, B, N, K, 1) : rand_f(3, B, K, N, 1);
+        tens out = mk(RLX_F32, 3, B, M, N);
+        double *r = dalloc(B * M * N);
+        for (int64_t z = 0; z < B; z++)
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    double s = 0;
+                    for (int64_t k = 0; k < K; k++)
+                        s += (double)a.f[(z * M + i) * K + k] *
+                             (tb ? b.f[(z * N + j) * K + k] : b.f[(z * K + k) * N + j]);
+                    r[(z * M + i) * N + j] = s;
+                }
+        tens ins[2] = {a, b};
+        rlx_attr at = RLX_ATTR_I("trans_b", tb);
+        check(g, tb ? "bmm [5,19,37]x[5,23,37]^T" : "bmm [5,19,37]x[5,37,23]", "rlx.bmm", ins, 2, &out, 1, &at, 1,
+              0, &r, TOL);
+        free(r);
+        tfree(&a);
+        tfree(&b);
+        tfree(&out);
+    }
+    int64_t n = 33 * 257;
+    tens x = rand_f(2, 33, 257, 0, 6), o = mk(RLX_F32, 2, 33, 257, 0);
+    double *r = dalloc(n);
+    const char *ops[3] = {"rlx.relu", "rlx.sin", "rlx.cos"};
+    for (int k = 0; k < 3; k++) {
+        for (int64_t i = 0; i < n; i++) r[i] = k == 0 ? fmax(x.f[i], 0.0) : k == 1 ? sin(x.f[i]) : cos(x.f[i]);
+        check(g, ops[k], ops[k], &x, 1, &o, 1, NULL, 0, 0, &r, TOL);
+    }
+    free(r);
+    tfree(&x);
+    tfree(&o);
+}
+
 static void test_rope(gpu *g)
 {
     int64_t T = 6, nh = 3, d = 64;
@@ -876,10 +915,12 @@ static int run_plugin(const char *path, rlx_host_api *host)
                 test_matmul(&g);
                 test_attention(&g);
                 test_layout(&g);
+                test_bmm_maps(&g);
             } else {
                 test_matmul(&g);
                 if (pass == 0) {
                     test_elementwise(&g);
+                    test_bmm_maps(&g);
                     test_rope(&g);
                     test_layout(&g);
                     test_spatial(&g);

@@ -1,6 +1,8 @@
 /* The GPU backend plugins on any machine: loadable through the real host table, the
  * vtable as documented, and without a device a probe that says why (the runtime's own
- * words) and an init that fails with a message instead of crashing. */
+ * words) and an init that fails with a message instead of crashing. The registry loads a
+ * thin plugin (gpu/gpu_stub.c) whose probe, without the driver's device node, names the
+ * node and loads nothing; the real backend is in impl/ and is checked directly too. */
 #include "rlx/rlx.h"
 #include "testutil.h"
 
@@ -9,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* 1 if a mapping of this process names a file containing `lib` */
 static int mapped(const char *lib)
@@ -22,7 +25,7 @@ static int mapped(const char *lib)
     return found;
 }
 
-static const rlx_backend *load_backend(const char *rel, const char *name)
+static const rlx_backend *load_plugin(const char *rel, const char *name)
 {
     const char *path = tu_build(rel);
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -37,6 +40,13 @@ static const rlx_backend *load_backend(const char *rel, const char *name)
     ck_assert_str_eq(b->name, name);
     ck_assert_int_eq(b->priority, 100);
     ck_assert_uint_eq(b->flags, 0); /* device memory: the host uploads weights */
+    return b;
+}
+
+/* the real backend (impl/): its op list as documented */
+static const rlx_backend *load_backend(const char *rel, const char *name)
+{
+    const rlx_backend *b = load_plugin(rel, name);
     int has_attn = 0, has_mm = 0, has_reshape = 0;
     for (const char *const *o = b->ops; *o; o++) {
         has_attn |= strcmp(*o, "rlx.attention") == 0;
@@ -97,7 +107,7 @@ START_TEST(cuda_probe_without_device)
         "cudaGetDeviceCount: CUDA driver version is insufficient for CUDA runtime version",
         "cudaGetDeviceCount: no CUDA-capable device is detected", NULL};
     const rlx_backend *b =
-        load_backend("plugins/backends/cuda/.libs/rlx-backend-cuda.so", "cuda");
+        load_backend("plugins/backends/cuda/impl/.libs/rlx-backend-cuda.so", "cuda");
     check_probe_and_init(b, reasons, "cuda:0 ");
 }
 END_TEST
@@ -133,13 +143,68 @@ START_TEST(cuda_probe_leaves_cublas_unloaded)
 END_TEST
 #endif
 
+/* 1 when one of the ':'-separated device nodes exists */
+static int any_node(const char *nodes)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", nodes);
+    for (char *t = strtok(buf, ":"); t; t = strtok(NULL, ":"))
+        if (access(t, F_OK) == 0) return 1;
+    return 0;
+}
+
+/* The thin plugin: without the driver's node its probe names the node, init fails with
+ * that reason, and neither the implementation nor the GPU runtime is mapped; with the
+ * node it is the real backend (ops filled in, the device described). */
+static void check_stub(const char *rel, const char *name, const char *nodes, const char *reason,
+                       const char *impl_file, const char *runtime, const char *dev_prefix)
+{
+    const rlx_backend *b = load_plugin(rel, name);
+    ck_assert_msg(!mapped(runtime), "%s mapped by plugin load", runtime);
+    if (any_node(nodes)) { /* a machine with the driver: the real backend answers */
+        rlx_backend_probe pr;
+        memset(&pr, 0, sizeof pr);
+        pr.struct_size = sizeof pr;
+        ck_assert_int_eq(b->probe(&pr), 0);
+        ck_assert(mapped(impl_file));
+        ck_assert_ptr_nonnull(b->ops[0]);
+        if (pr.available) ck_assert_msg(strncmp(pr.devices[0], dev_prefix, strlen(dev_prefix)) == 0, "%s", pr.devices[0]);
+        return;
+    }
+    ck_assert_ptr_null(b->ops[0]); /* nothing known before the implementation loads */
+    const char *const reasons[] = {reason, NULL};
+    check_probe_and_init(b, reasons, dev_prefix);
+    ck_assert_msg(!mapped(impl_file), "the implementation was loaded without a device node");
+    ck_assert_msg(!mapped(runtime), "%s was mapped without a device node", runtime);
+}
+
+#ifdef RLX_TEST_CUDA
+START_TEST(cuda_stub_without_driver)
+{
+    check_stub("plugins/backends/cuda/.libs/rlx-backend-cuda.so", "cuda", "/dev/nvidiactl:/dev/dxg",
+               "no NVIDIA device node (/dev/nvidiactl, /dev/dxg)", "impl/.libs/rlx-backend-cuda.so",
+               "libcudart", "cuda:0 ");
+}
+END_TEST
+#endif
+
+#ifdef RLX_TEST_ROCM
+START_TEST(rocm_stub_without_driver)
+{
+    check_stub("plugins/backends/rocm/.libs/rlx-backend-rocm.so", "rocm", "/dev/kfd",
+               "no AMD KFD device node (/dev/kfd)", "impl/.libs/rlx-backend-rocm.so", "libamdhip64",
+               "rocm:0 ");
+}
+END_TEST
+#endif
+
 #ifdef RLX_TEST_ROCM
 START_TEST(rocm_probe_without_device)
 {
     static const char *const reasons[] = {"hipGetDeviceCount: no ROCm-capable device is detected",
                                           NULL};
     const rlx_backend *b =
-        load_backend("plugins/backends/rocm/.libs/rlx-backend-rocm.so", "rocm");
+        load_backend("plugins/backends/rocm/impl/.libs/rlx-backend-rocm.so", "rocm");
     check_probe_and_init(b, reasons, "rocm:0 ");
 }
 END_TEST
@@ -155,9 +220,11 @@ int main(void)
 #ifdef RLX_TEST_CUDA
     tcase_add_test(tc, cuda_probe_without_device);
     tcase_add_test(tc, cuda_probe_leaves_cublas_unloaded);
+    tcase_add_test(tc, cuda_stub_without_driver);
 #endif
 #ifdef RLX_TEST_ROCM
     tcase_add_test(tc, rocm_probe_without_device);
+    tcase_add_test(tc, rocm_stub_without_driver);
 #endif
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

@@ -14,7 +14,7 @@
 #include "testutil.h"
 
 static const char *const models[] = {"llama32-tiny", "llama-untied-bf16", "qwen3-tiny",
-                                      "qwen3-untied-bf16", "gemma2-tiny", "gemma3-tiny"};
+                                      "qwen3-untied-bf16", "gemma2-tiny", "gemma3-tiny", "phi3-tiny"};
 #define N_MODELS (sizeof models / sizeof models[0])
 #define N_CASES 3
 #define N_GEN 10

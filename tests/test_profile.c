@@ -95,6 +95,12 @@ START_TEST(defaults_merge)
     strcpy(a.precision.compute, "bf16");
     a.backend.cuda.graphs = 0;
     ck_assert_int_eq(memcmp(&a, &b, sizeof a), 0);
+    /* the GPUs of a tensor-parallel run, in the order given */
+    const char *tp = "{\"backend\": {\"cuda\": {\"devices\": [1, 0]}}}";
+    ck_assert_int_eq(rlx_profile_parse(tp, strlen(tp), "tp.rlx.json", &b, &d), 0);
+    ck_assert_int_eq(b.backend.cuda.n_devices, 2);
+    ck_assert_int_eq(b.backend.cuda.devices[0], 1);
+    ck_assert_int_eq(b.backend.cuda.devices[1], 0);
 }
 END_TEST
 
@@ -127,6 +133,13 @@ START_TEST(strict)
     fails("{\"backend\": {\"tpu\": {}}}", "my.rlx.json: backend.tpu: unknown key");
     fails("{\"fusion\": {\"target\": \"auto\", \"target\": \"cpu\"}}",
           "my.rlx.json: invalid JSON at line 1 column 38: duplicate object key near '\"target\"'");
+    fails("{\"backend\": {\"cuda\": {\"devices\": 1}}}",
+          "my.rlx.json: backend.cuda.devices: expected an array of up to 16 device ordinals, got an integer");
+    fails("{\"backend\": {\"cuda\": {\"devices\": [0, \"1\"]}}}",
+          "my.rlx.json: backend.cuda.devices[1]: expected a device ordinal 0..15");
+    fails("{\"backend\": {\"cuda\": {\"devices\": [1, 16]}}}",
+          "my.rlx.json: backend.cuda.devices[1]: expected a device ordinal 0..15");
+    fails("{\"backend\": {\"cuda\": {\"devices\": [1, 1]}}}", "my.rlx.json: backend.cuda.devices[1]: device 1 twice");
     fails("[]", "my.rlx.json: expected an object, got an array");
     fails("{\"fusion\": {\"policy\": \"fusable\",}}",
           "my.rlx.json: invalid JSON at line 1 column 33: string or '}' expected near '}'");

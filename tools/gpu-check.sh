@@ -8,8 +8,9 @@
 #                                 it and the runtime .debs into DIR (carry DIR there)
 #   tools/gpu-check.sh run DIR    there: unpacks to the same absolute paths, runs
 #                                 everything, prints one table (and writes it to $OUT)
+# RLX_GPU_ROOT (default /tmp/rlx-gpu, the same for pack and run) keeps two packs apart.
 set -u
-root=/tmp/rlx-gpu
+root=${RLX_GPU_ROOT:-/tmp/rlx-gpu}
 mode=${1:-}
 dir=${2:-}
 [ -n "$mode" ] && [ -n "$dir" ] || { echo "usage: $0 pack|run DIR" >&2; exit 2; }
@@ -60,7 +61,8 @@ run_test() { # name cmd...
 # conformance: every op of the CUDA plugin against float64 (RLX_GPU_BENCH times sgemm/attention)
 run_test conformance env RLX_GPU_BENCH=1 ./tests/test_gpu_ops
 # parity: the fixture tests pick the backend of highest priority: cuda here
-for t in test_llama_parity test_qwen_gemma_parity test_bert_parity test_flux_parity test_flux_diffuse test_vae_parity test_half_parity \
+for t in test_llama_parity test_qwen_gemma_parity test_bert_parity test_flux_parity test_flux_diffuse test_vae_parity \
+    test_sam_parity test_half_parity \
     test_flow_edit test_abi_compat test_demo; do
     [ -x "tests/$t" ] && run_test "$t" "tests/$t"
 done

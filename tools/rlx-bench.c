@@ -9,11 +9,12 @@
 #include <unistd.h>
 #include "rlx/rlx.h"
 #include "bench_reference.h"
+#include "bench_sessions.h"
 #include "run_common.h"
 
 static const char usage[] =
     "usage: rlx-bench (--model DIR | --config config.json) [--prefill T] [--decode N] [--batch B] "
-    "[--backend NAME] [--threads N] [--profile NAME|FILE] [--reps R] [--no-reference] [--json] "
+    "[--backend NAME] [--threads N] [--profile NAME|FILE] [--reps R] [--sessions K] [--no-reference] [--json] "
     "[--peer-llamacpp LLAMA_BENCH --peer-gguf FILE]";
 
 static const char help[] =
@@ -26,12 +27,15 @@ static const char help[] =
     "  --batch B            independent sequences, run one after another (default 1)\n"
     "  --backend NAME       cpu, cuda, rocm or auto\n"
     "  --threads N          CPU worker threads (0: one per physical core)\n"
+    "  --devices 0,1          GPUs of a tensor-parallel run (docs/multi-gpu.md; not wired yet)\n"
     "  --profile NAME|FILE  compile profile\n"
     "  --policy direct|fusable fusion policy\n"
     "  --precision f32|f16|bf16 compute dtype, overriding the profile's precision.compute\n"
     "  --mixed none|auto      precision.mixed (auto: only matmul weights in 16 bits)\n"
     "  --reps R             repetitions (default 3)\n"
     "  --seed S             seed of the random weights and prompt (default 1)\n"
+    "  --sessions K         then K sessions (own prompts, greedy) on the model from K threads:\n"
+    "                       each must see the logits it sees alone (exit 1 if not); times both\n"
     "  --no-reference       skip the same-run ceilings (CPU: read GB/s, OpenBLAS sgemm)\n"
     "  --peer-llamacpp BIN  after rlx, run llama.cpp's llama-bench BIN on --peer-gguf FILE\n"
     "                       (-p T -n N -t threads -r reps) and print the ratios rlx/llama.cpp\n"
@@ -41,7 +45,8 @@ static const char help[] =
     "                       CPU, \"reference\":{\"read_gb_per_s\",\"sgemm_gflops\",\"sgemm_mkn\"},\n"
     "                       \"decode_vs_read_bandwidth\", \"decode_floor_tokens_per_s\" and\n"
     "                       \"prefill_vs_sgemm\"; with a peer, \"peer\":{\"prefill_tokens_per_s\",\n"
-    "                       \"decode_tokens_per_s\",\"gguf\"}, \"prefill_vs_peer\", \"decode_vs_peer\"\n"
+    "                       \"decode_tokens_per_s\",\"gguf\"}, \"prefill_vs_peer\", \"decode_vs_peer\"; with\n"
+    "                       --sessions, \"sessions\":{\"k\",\"identical\",\"threads_ms\",\"alone_ms\"}\n"
     "Decode GB/s counts the weights in the compute dtype (--precision: 2 bytes for f16/bf16,\n"
     "4 for f32) and the KV cache in f32 unless 16-bit compute with --mixed none.\n";
 
@@ -147,7 +152,7 @@ static double median(double *v, int n)
 
 typedef struct bench_args {
     const char *model, *config;
-    long long prefill, decode, batch, reps, seed;
+    long long prefill, decode, batch, reps, seed, sessions;
     int json;
     int reference; /* measure machine ceilings in the same run */
     const char *peer_bin, *peer_gguf; /* llama.cpp's llama-bench and its model */
@@ -179,6 +184,7 @@ static int parse(int argc, char **argv, bench_args *a)
         VALUE("--peer-llamacpp") { a->peer_bin = v; continue; }
         VALUE("--peer-gguf") { a->peer_gguf = v; continue; }
         VALUE("--seed") { if (run_int("--seed", v, 0, INT64_MAX, &a->seed)) goto bad; continue; }
+        VALUE("--sessions") { if (run_int("--sessions", v, 1, 256, &a->sessions)) goto bad; continue; }
 #undef VALUE
         if (!strcmp(argv[i], "--json")) a->json = 1;
         else if (!strcmp(argv[i], "--no-reference")) a->reference = 0;
@@ -309,6 +315,8 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
         }
         double peer_pp = 0, peer_tg = 0;
         if (a->peer_bin && (rc = run_peer(a, rlx_model_threads(m), &peer_pp, &peer_tg, d)) != 0) goto done;
+        bench_sessions_result ss = {0};
+        if (a->sessions && (rc = bench_sessions(m, T, N, (int)a->sessions, (uint64_t)a->seed, &ss, d)) != 0) goto done;
         if (a->json) {
             json_t *o = json_object();
             json_object_set_new(o, "prefill_tokens_per_s", json_real(p_tps));
@@ -335,6 +343,10 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
                 json_object_set_new(o, "prefill_vs_peer", json_real(peer_pp > 0 ? p_tps / peer_pp : 0));
                 json_object_set_new(o, "decode_vs_peer", json_real(peer_tg > 0 ? d_tps / peer_tg : 0));
             }
+            if (a->sessions)
+                json_object_set_new(o, "sessions", json_pack("{s:i,s:i,s:f,s:f}", "k", ss.sessions, "identical",
+                                                             ss.identical, "threads_ms", ss.together_ms,
+                                                             "alone_ms", ss.alone_ms));
             char *txt = json_dumps(o, JSON_COMPACT);
             puts(txt ? txt : "{}");
             free(txt);
@@ -360,7 +372,12 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
                        "prefill %.2fx, decode %.2fx\n",
                        a->peer_gguf, a->prefill, peer_pp, a->decode, peer_tg, peer_pp > 0 ? p_tps / peer_pp : 0,
                        peer_tg > 0 ? d_tps / peer_tg : 0);
+            if (a->sessions)
+                printf("sessions %d x (%lld + %lld tokens) from %d threads: %d identical to each alone; %.1f ms "
+                       "(alone, one after another: %.1f ms)\n", ss.sessions, (long long)T, (long long)N, ss.sessions,
+                       ss.identical, ss.together_ms, ss.alone_ms);
         }
+        if (run_stdout_check()) rc = -1; /* reported */
     }
 done:
     for (int64_t b = 0; s && b < B; b++) rlx_session_free(s[b]);
@@ -370,7 +387,7 @@ done:
     free(pre);
     free(dec);
     rlx_model_close(m);
-    return rc ? 1 : 0;
+    return rc < 0 ? -1 : rc ? 1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -398,7 +415,8 @@ int main(int argc, char **argv)
         dir = tmp;
     }
     if (!rc) rc = bench(&a, dir, &d);
-    if (rc) fprintf(stderr, "rlx-bench: %s\n", d.msg[0] ? d.msg : "failed");
+    if (rc > 0) fprintf(stderr, "rlx-bench: %s\n", d.msg[0] ? d.msg : "failed");
+    if (rc < 0) rc = 1;
     if (tmp[0]) {
         char p[4200];
         snprintf(p, sizeof p, "%s/model.safetensors", tmp);

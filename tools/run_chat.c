@@ -79,6 +79,7 @@ typedef struct chat {
     float *logits;
     int64_t vocab, ctx;
     size_t reused, prefilled; /* prompt tokens taken from the cache / run, all turns */
+    size_t last_prompt;       /* tokens of the last turn's rendering */
 } chat;
 
 static void chat_free(chat *c)
@@ -148,12 +149,34 @@ static size_t stable_len(const char *s, size_t len)
     return len;
 }
 
+/* offset of the first byte of s that is not well-formed UTF-8 (RFC 3629), or len */
+static size_t utf8_bad(const unsigned char *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        unsigned char b = s[i];
+        size_t n = b < 0x80 ? 1 : b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
+        if (!n || i + n > len) return i;
+        unsigned char lo = b == 0xE0 ? 0xA0 : b == 0xF0 ? 0x90 : 0x80; /* no overlong forms */
+        unsigned char hi = b == 0xED ? 0x9F : b == 0xF4 ? 0x8F : 0xBF; /* no surrogates, <= U+10FFFF */
+        if (n > 1 && (s[i + 1] < lo || s[i + 1] > hi)) return i;
+        for (size_t k = 2; k < n; k++)
+            if ((s[i + k] & 0xC0) != 0x80) return i;
+        i += n;
+    }
+    return len;
+}
+
 /* Prefill the rendered conversation past the cached tokens; leaves c->logits ready. */
 static int feed_prompt(chat *c, const int32_t *ids, size_t n, rlx_diag *d)
 {
     size_t common = 0;
     while (common < n && common < c->n_cached && ids[common] == c->cached[common]) common++;
     if (common == n && n > 0) common--; /* nothing new: rerun the last token for its logits */
+    for (size_t i = common; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= c->vocab)
+            return run_error("chat: tokenizer.json gives token id %d, outside the vocabulary [0, %lld) of config.json",
+                             (int)ids[i], (long long)c->vocab);
     if ((int64_t)n >= c->ctx)
         return run_error("the conversation (%zu tokens) no longer fits the context of %lld tokens (--ctx)", n,
                          (long long)c->ctx);
@@ -167,6 +190,7 @@ static int feed_prompt(chat *c, const int32_t *ids, size_t n, rlx_diag *d)
     for (size_t i = common; i < n; i++)
         if (push_cached(c, ids[i])) return run_error("out of memory");
     c->prefilled += n - common;
+    c->last_prompt = n;
     return 0;
 }
 
@@ -301,6 +325,12 @@ static int run(const chat_args *a, chat *c, rlx_diag *d)
         lineno++;
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) got--;
         if (got == 0) continue;
+        size_t bad = utf8_bad((const unsigned char *)line, (size_t)got);
+        if (bad < (size_t)got) { /* reported and dropped; the chat goes on */
+            run_error("chat: line %zu skipped: not valid UTF-8 (byte %zu is 0x%02X)", lineno, bad + 1,
+                      (unsigned char)line[bad]);
+            continue;
+        }
         if (add_msg(c, "user", line, (size_t)got)) {
             rc = run_error("out of memory");
             break;
@@ -325,8 +355,8 @@ static int run(const chat_args *a, chat *c, rlx_diag *d)
     free(line);
     const char *lv = getenv("RLX_LOG");
     if (lv && (!strcmp(lv, "info") || !strcmp(lv, "debug")))
-        fprintf(stderr, "rlx-run: chat: prompt tokens reused from the cache %zu, prefilled %zu\n",
-                c->reused, c->prefilled);
+        fprintf(stderr, "rlx-run: chat: prompt tokens reused from the cache %zu, prefilled %zu; last prompt %zu\n",
+                c->reused, c->prefilled, c->last_prompt);
     return rc;
 }
 

@@ -176,6 +176,18 @@ int run_model_flag(int argc, char **argv, int *i, run_model_flags *f, const char
         if (r > 0) f->backend = v;
         return r;
     }
+    if ((r = run_opt(argc, argv, i, "--devices", &v)) != 0) {
+        if (r < 0) return r;
+        int dev[RLX_MAX_DEVICES], n;
+        rlx_diag d;
+        rlx_diag_init(&d);
+        if (rlx_devices_parse(v, dev, RLX_MAX_DEVICES, &n, &d)) {
+            run_usage(usage, "%s", d.msg);
+            return -1;
+        }
+        f->devices = v;
+        return 1;
+    }
     if ((r = run_opt(argc, argv, i, "--profile", &v)) != 0) {
         if (r > 0) f->profile = v;
         return r;
@@ -244,6 +256,7 @@ void run_model_options(const run_model_flags *f, rlx_model_options *o)
     if (f->policy) o->policy = f->policy;
     if (f->precision) o->precision = f->precision;
     if (f->mixed) o->mixed = f->mixed;
+    o->devices = f->devices;
     o->threads = (int)f->threads;
 }
 

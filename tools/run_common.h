@@ -39,9 +39,10 @@ int run_check_logits(const float *logits, int64_t vocab, int64_t step);
 
 /* The bundled demo model: $RLX_MODEL_DIR, else the installed copy, else the source tree's */
 const char *run_demo_model_dir(void);
-/* Common model options (--backend, --profile, --threads, --policy, --flow). */
+/* Common model options (--backend, --profile, --threads, --policy, --flow, --devices). */
 typedef struct run_model_flags {
     const char *backend, *profile, *policy, *flow, *precision, *mixed;
+    const char *devices; /* --devices 0,1 (checked by rlx_devices_parse) */
     long long threads;
 } run_model_flags;
 /* Returns 1 when argv[*i] was one of them, 0 if not, -1 on a bad value (printed). */

@@ -32,6 +32,7 @@ static const char help[] =
     "  --backend NAME         cpu, cuda, rocm or auto (default auto)\n"
     "  --profile NAME|FILE    compile profile preset or .rlx.json file (default: the arch's)\n"
     "  --threads N            CPU worker threads (0: one per physical core)\n"
+    "  --devices 0,1          GPUs of a tensor-parallel run (docs/multi-gpu.md; not wired yet)\n"
     "  --policy direct|fusable fusion policy, overriding the profile's\n"
     "  --precision f32|f16|bf16 compute dtype, overriding the profile's precision.compute\n"
     "  --mixed none|auto      precision.mixed (auto: only matmul weights in 16 bits)\n"
@@ -262,9 +263,14 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
     }
     if (a->dump_flow || a->dump_graph) return 0;
     for (size_t i = 0; i < g->n_prompt; i++)
-        if (g->prompt[i] >= vocab)
+        if (g->prompt[i] >= vocab) {
+            if (a->prompt) /* the tokenizer and the model disagree, not the user */
+                return run_error("--prompt: %s/tokenizer.json gives token id %d, outside the vocabulary "
+                                 "[0, %lld) of %s/config.json", a->model, (int)g->prompt[i],
+                                 (long long)vocab, a->model);
             return run_error("--ids: token id %d is outside the vocabulary [0, %lld) of %s/config.json",
                              (int)g->prompt[i], (long long)vocab, a->model);
+        }
 
     rlx_generation_config gc;
     if (rlx_generation_config_load(a->model, cfg, &gc, d) != 0) return run_fail(d);

@@ -52,11 +52,20 @@ uint64_t rlx__mem_available(void)
     return avail;
 }
 
+/* GiB from 1 GiB up, else MiB: a small buffer does not read as "0.00 GiB" */
+static void size_str(uint64_t bytes, char *buf, size_t len)
+{
+    const double mib = 1024.0 * 1024.0;
+    if (bytes >= (1ull << 30)) snprintf(buf, len, "%.2f GiB", (double)bytes / (mib * 1024.0));
+    else snprintf(buf, len, "%.1f MiB", (double)bytes / mib);
+}
+
 int rlx__mem_check(const char *what, uint64_t bytes, rlx_diag *d)
 {
     uint64_t avail = rlx__mem_available();
     if (bytes <= avail) return RLX_OK;
-    const double gib = 1024.0 * 1024.0 * 1024.0;
-    return rlx_diag_set(d, RLX_ERR_NOMEM, "%s: needs %.2f GiB, %.2f GiB available", what,
-                        (double)bytes / gib, (double)avail / gib);
+    char need[32], have[32];
+    size_str(bytes, need, sizeof need);
+    size_str(avail, have, sizeof have);
+    return rlx_diag_set(d, RLX_ERR_NOMEM, "%s: needs %s, %s available", what, need, have);
 }

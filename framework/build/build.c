@@ -6,9 +6,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* 1: flow input k was left out by the caller (an optional input) */
+static int input_absent(const rg_build_env *env, uint32_t k)
+{
+    return env->variant && k < RG_VARIANT_INPUTS && (env->variant->absent >> k & 1u);
+}
+
+/* "input:NAME": the value of a build-time scalar input the caller gave */
+static int input_scalar(const rg_build_env *env, const char *name, double *out)
+{
+    for (uint32_t k = 0; env->flow && k < env->flow->n_inputs && k < RG_VARIANT_INPUTS; k++) {
+        const rg_flow_input *fi = &env->flow->inputs[k];
+        if (strcmp(fi->name, name) || !rg_flow_input_scalar(fi) || !env->variant || input_absent(env, k)) continue;
+        *out = (double)env->variant->scalar[k];
+        return 0;
+    }
+    return RLX_ERR_NOT_FOUND;
+}
+
 int rg_config_lookup(const rg_build_env *env, const char *key, double *out)
 {
     const rlx_model_config *c = env->cfg;
+    if (!strncmp(key, "input:", 6)) return input_scalar(env, key + 6, out);
     /* fields whose defaults the config loader applied, so a missing key still answers */
     if (!strcmp(key, "tie_word_embeddings")) return *out = c->tie_word_embeddings, 0;
     if (!strcmp(key, "attention_bias")) return *out = c->attention_bias, 0;
@@ -46,7 +65,8 @@ static int eval_cond(rlx_ctx *c, const char *root, const char *cond, int *holds)
 typedef struct walk {
     rlx_ctx *c;
     uint32_t stage;
-    const char *root; /* the flow's name, for messages */
+    const char *root;   /* the flow's name, for messages */
+    const char *origin; /* its file, or NULL */
 } walk;
 
 static int run_items(walk *w, const rlx_flow *f);
@@ -55,7 +75,9 @@ static int run_stage(walk *w, const rg_flow_item *it)
 {
     rlx_ctx *c = w->c;
     const rlx_host_api *host = rlx_host_api_get();
-    w->stage++;
+    if (++w->stage > RG_FLOW_MAX_STAGES)
+        return rlx_diag_set(c->d, RLX_ERR_INVALID, "%s%sflow %s: unrolls to more than %d stages (nested repeats)",
+                            w->origin ? w->origin : "", w->origin ? ": " : "", w->root, RG_FLOW_MAX_STAGES);
     if (c->rep >= 0)
         snprintf(c->where, sizeof c->where, "stage %u (%s, i=%lld)", w->stage, it->name, (long long)c->rep);
     else
@@ -99,8 +121,13 @@ static int run_items(walk *w, const rlx_flow *f)
                 double v;
                 if (rg_config_lookup(c->env, it->n_key, &v) != 0 || v < 0)
                     return rlx_diag_set(c->d, RLX_ERR_INVALID,
-                                        "flow %s: repeat count config:%s is not a number in the model config",
-                                        f->name, it->n_key);
+                                        "%s%sflow %s: repeat count config:%s is not a number in the model config",
+                                        w->origin ? w->origin : "", w->origin ? ": " : "", w->root, it->n_key);
+                if (v > RG_FLOW_MAX_REPEAT)
+                    return rlx_diag_set(c->d, RLX_ERR_INVALID,
+                                        "%s%sflow %s: repeat count config:%s is %g, more than %d, the most a flow "
+                                        "repeats", w->origin ? w->origin : "", w->origin ? ": " : "", w->root,
+                                        it->n_key, v, RG_FLOW_MAX_REPEAT);
                 n = (int64_t)v;
             }
             int64_t saved = c->rep;
@@ -122,6 +149,9 @@ int rg_build(const rg_build_env *env, const rlx_flow *f, int phase, int64_t T, i
 {
     *out = NULL;
     if (f->err[0]) return rlx_diag_set(d, RLX_ERR_INVALID, "%s", f->err);
+    rg_build_env own = *env; /* with the flow the variant's input bits refer to */
+    own.flow = f;
+    env = &own;
     rlx_ctx c;
     memset(&c, 0, sizeof c);
     c.env = env;
@@ -138,11 +168,14 @@ int rg_build(const rg_build_env *env, const rlx_flow *f, int phase, int64_t T, i
     for (uint32_t i = 0; i < f->n_inputs && !rc; i++) {
         const rg_flow_input *in = &f->inputs[i];
         rlx_shape s = rg_shape(in->ndim, in->dims);
-        int32_t v = host->emit_input(&c, in->name, in->dtype, &s);
+        if (input_absent(env, i)) continue; /* its slot stays unset */
+        int32_t sv = env->variant && i < RG_VARIANT_INPUTS ? (int32_t)env->variant->scalar[i] : 0;
+        int32_t v = rg_flow_input_scalar(in) ? host->emit_const(&c, RLX_I32, &s, &sv)
+                                             : host->emit_input(&c, in->name, in->dtype, &s);
         if (v < 0 || rg_map_set(&c.slots, in->name, v)) rc = c.failed ? c.failed : RLX_ERR_NOMEM;
     }
     if (!rc) {
-        walk w = {&c, 0, f->name};
+        walk w = {&c, 0, f->name, f->origin};
         rc = run_items(&w, f);
     }
     if (!rc && c.g->n_outputs == 0)

@@ -5,12 +5,22 @@
 #define RLX_BUILD_H
 #include "ir/graph.h"
 
+/* Which optional flow inputs a caller left out (bit k: flow input k) and the values of the
+ * build-time scalars given (rg_flow_input_scalar), by input index: one program each. */
+#define RG_VARIANT_INPUTS 64
+typedef struct rg_variant {
+    uint64_t absent;
+    int64_t scalar[RG_VARIANT_INPUTS];
+} rg_variant;
+
 typedef struct rg_build_env {
     const rlx_model_config *cfg;
     const rlx_config *config;     /* raw config.json; NULL for flows built in code */
     const rlx_weights *weights;   /* checkpoint headers; NULL: no weights */
     const rlx_registry *registry; /* blocks; NULL: custom stages only */
     const char *policy;           /* fusion policy of the phase built */
+    const rg_variant *variant;    /* NULL: every input given */
+    const rlx_flow *flow;         /* set by rg_build: the flow whose inputs variant describes */
 } rg_build_env;
 
 int rg_build(const rg_build_env *env, const rlx_flow *f, int phase, int64_t T, int64_t ctx,

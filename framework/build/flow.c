@@ -42,6 +42,7 @@ RLX_API void rlx_flow_free(rlx_flow *f)
     free(f->inputs);
     free(f->items);
     free(f->name);
+    free(f->origin);
     free(f);
 }
 
@@ -89,7 +90,7 @@ RLX_API int rlx_flow_input(rlx_flow *f, const char *name, int dtype, uint32_t nd
 RLX_API int rlx_flow_input_fill(rlx_flow *f, const char *name, int fill)
 {
     if (!f || !name) return RLX_ERR_INVALID;
-    if (fill < RLX_FILL_NONE || fill > RLX_FILL_IOTA)
+    if (fill < RLX_FILL_NONE || fill > RLX_FILL_OPTIONAL)
         return rg_flow_set_err(f, "flow input %s: unknown fill %d", name, fill);
     for (uint32_t i = 0; i < f->n_inputs; i++)
         if (strcmp(f->inputs[i].name, name) == 0) return f->inputs[i].fill = fill, 0;
@@ -153,6 +154,9 @@ RLX_API int rlx_flow_repeat(rlx_flow *f, int64_t n, const rlx_flow *body)
 {
     if (!f) return RLX_ERR_INVALID;
     if (n < 0) return rg_flow_set_err(f, "flow %s: repeat count %lld is negative", f->name, (long long)n);
+    if (n > RG_FLOW_MAX_REPEAT)
+        return rg_flow_set_err(f, "flow %s: repeat count %lld is more than %d, the most a flow repeats",
+                               f->name, (long long)n, RG_FLOW_MAX_REPEAT);
     return add_body(f, FI_REPEAT, NULL, n, body);
 }
 
@@ -271,6 +275,7 @@ rlx_flow *rg_flow_clone(const rlx_flow *src)
             goto fail;
     }
     memcpy(f->err, src->err, sizeof f->err);
+    if (src->origin && !(f->origin = strdup(src->origin))) goto fail;
     return f;
 fail:
     rlx_flow_free(f);

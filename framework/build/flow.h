@@ -37,7 +37,20 @@ struct rlx_flow {
     int n_open;
     char err[512]; /* first error of a flow_* call */
     const rlx_config *config; /* the model's raw config while a recipe builds it (borrowed) */
+    char *origin;             /* the JSON file it was read from, for messages; NULL if built in code */
 };
+
+/* Bounds on what a flow unrolls to, so that a repeat count from a file or a config cannot
+ * grow a build without end: one repeat runs at most RLX_MAX_LAYERS times (the layer bound
+ * of config.json), and one build emits at most RG_FLOW_MAX_STAGES stages (nested repeats). */
+#define RG_FLOW_MAX_REPEAT RLX_MAX_LAYERS
+#define RG_FLOW_MAX_STAGES (1 << 16)
+
+/* an optional I32 input of shape []: its value is compiled in (RLX_FILL_OPTIONAL) */
+static inline int rg_flow_input_scalar(const rg_flow_input *fi)
+{
+    return fi->fill == RLX_FILL_OPTIONAL && fi->dtype == RLX_I32 && fi->ndim == 0;
+}
 
 /* A `when` condition, parsed: [!]phase=P | [!]config:KEY | [!]layer=N | [!]layer=A..B |
  * [!]layer=A.. | [!]layer%M=R, where layer is the innermost repeat's index ({i}). */

@@ -103,6 +103,12 @@ static int load_item(jctx *j, const char *path, json_t *it, rlx_flow *f)
         if ((rc = want(j, sub, v, (json_is_integer(v) && json_integer_value(v) >= 0) || is_key,
                        "a count >= 0 or \"config:KEY\"")))
             return rc;
+        if (json_is_integer(v) && json_integer_value(v) > RG_FLOW_MAX_REPEAT) {
+            char m[128];
+            snprintf(m, sizeof m, "%lld is more than %d, the most a flow repeats",
+                     (long long)json_integer_value(v), RG_FLOW_MAX_REPEAT);
+            return err(j, sub, "%s", m);
+        }
         j->repeats++;
         rc = body_of(j, path, it, "stages", &body);
         j->repeats--;
@@ -227,6 +233,7 @@ RLX_API int rlx_flow_load_json(const char *path, rlx_flow **out, rlx_diag *d)
     }
     json_decref(root);
     if (!rc && f->err[0]) rc = rlx_diag_set(d, RLX_ERR_INVALID, "%s: %s", path, f->err);
+    if (!rc && !(f->origin = strdup(path))) rc = rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     if (rc) {
         rlx_flow_free(f);
         return rc;

@@ -11,19 +11,18 @@ static int passes(rlx_model *m, rg_exec *e, rlx_diag *d)
     const char *policy = m->policy[e->phase == RLX_PHASE_DECODE ? 1 : 0];
     rg_graph *g = e->g;
     e->stats.built_nodes = g->n_nodes;
+    int rc = rg_pass_partition(g, m->tp_rank, m->tp_ranks, m->tp_group, d);
+    if (rc) return rc;
     if (rg_pass_outputs(g)) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     if (pr->passes.constant_folding && rg_pass_fold(g, &e->stats))
         return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     if (!pr->fusion.skip && !strcmp(policy, "fusable") && rg_pass_fuse(g, &e->stats))
         return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     if (pr->passes.dce) rg_pass_dce(g, &e->stats);
-    if (pr->fusion.assert_clean) {
-        int rc = rg_pass_assert_clean(g, m->be, d);
-        if (rc) return rc;
-    }
+    if (pr->fusion.assert_clean && (rc = rg_pass_assert_clean(g, m->be, d))) return rc;
     /* profile backend.cpu.unfuse_regions: decompose composites the CPU kernels fuse */
     int unfuse = pr->backend.cpu.unfuse_regions && !strcmp(m->be->name, "cpu");
-    int rc = rg_pass_precision(g, pr, &e->stats, d);
+    rc = rg_pass_precision(g, pr, &e->stats, d);
     if (!rc) rc = rg_pass_f32_outputs(g, &e->stats, d);
     if (!rc) rc = rg_pass_casts(g, m->be, 0, &e->stats, d);
     if (!rc) rc = rg_legalize(g, m->be, unfuse, &e->stats, d);
@@ -44,7 +43,7 @@ static int bind_fixed(rlx_model *m, rg_exec *e, rlx_diag *d)
         size_t bytes = (size_t)rlx_shape_numel(&vd->shape) * rlx_dtype_size(vd->dtype);
         if (vd->kind == RLX_VALUE_WEIGHT) {
             const rg_weight *w;
-            int rc = rg_model_weight_as(m, gv->name, vd->dtype, &w, d);
+            int rc = rg_model_weight_part(m, gv->name, vd->dtype, gv->split, gv->split_lo, gv->split_hi, &w, d);
             if (rc) return rc;
             e->ptrs[i] = w->ptr;
         } else if (vd->kind == RLX_VALUE_CONST && host) {
@@ -76,15 +75,18 @@ void rg_exec_free(rlx_model *m, rg_exec *e)
     free(e);
 }
 
-static int compile(rlx_model *m, int phase, int64_t T, int64_t ctx, rg_exec **out, rlx_diag *d)
+static int compile(rlx_model *m, int phase, int64_t T, int64_t ctx, const rg_variant *v, rg_exec **out,
+                   rlx_diag *d)
 {
     rg_exec *e = calloc(1, sizeof *e);
     if (!e) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     e->phase = phase;
     e->T = T;
     e->ctx = ctx;
+    e->variant = *v;
     const rlx_flow *f = m->flow[phase == RLX_PHASE_DECODE ? 1 : 0];
     rg_build_env env = rg_model_build_env(m, phase);
+    env.variant = &e->variant;
     int rc = rg_build(&env, f, phase, T, ctx, &e->g, d);
     if (!rc) rc = passes(m, e, d);
     if (!rc) rc = rg_plan_build(e->g, &e->plan, d);
@@ -115,9 +117,17 @@ static int compile(rlx_model *m, int phase, int64_t T, int64_t ctx, rg_exec **ou
 
 int rg_model_exec(rlx_model *m, int phase, int64_t T, int64_t ctx, rg_exec **out, rlx_diag *d)
 {
+    return rg_model_exec_v(m, phase, T, ctx, NULL, out, d);
+}
+
+int rg_model_exec_v(rlx_model *m, int phase, int64_t T, int64_t ctx, const rg_variant *v, rg_exec **out,
+                    rlx_diag *d)
+{
+    static const rg_variant all; /* every input given */
+    if (!v) v = &all;
     for (uint32_t i = 0; i < m->n_exec; i++) {
         rg_exec *e = m->exec[i];
-        if (e->phase == phase && e->T == T && e->ctx == ctx) {
+        if (e->phase == phase && e->T == T && e->ctx == ctx && !memcmp(&e->variant, v, sizeof *v)) {
             *out = e;
             return 0;
         }
@@ -125,7 +135,7 @@ int rg_model_exec(rlx_model *m, int phase, int64_t T, int64_t ctx, rg_exec **out
     rg_exec **arr = realloc(m->exec, (m->n_exec + 1) * sizeof *arr);
     if (!arr) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     m->exec = arr;
-    int rc = compile(m, phase, T, ctx, out, d);
+    int rc = compile(m, phase, T, ctx, v, out, d);
     if (rc) return rc;
     m->exec[m->n_exec++] = *out;
     if (m->verbose || m->profile[phase == RLX_PHASE_DECODE ? 1 : 0].passes.verbose) rg_exec_dump(*out, stderr);

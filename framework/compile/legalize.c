@@ -64,8 +64,10 @@ int rg_legalize(rg_graph *g, const rlx_backend *be, int unfuse, rg_stats *st, rl
         }
         const rg_op_def *op = rg_op_find(g->nodes[i].op);
         /* unfuse: run every composite as its primitives, even where a kernel exists */
-        if (!(unfuse && op && op->composite) && rg_backend_supports(be, g, vd, &g->nodes[i])) continue;
-        if (!op || !op->composite) {
+        /* a collective over several ranks is never its one-rank identity */
+        int multi = rg_attr_int(&g->nodes[i], "ranks", 1) > 1;
+        if (!(unfuse && op && op->composite && !multi) && rg_backend_supports(be, g, vd, &g->nodes[i])) continue;
+        if (!op || !op->composite || multi) {
             rc = rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "backend %s cannot run %s (%s)", be->name,
                               g->nodes[i].op, g->nodes[i].where ? g->nodes[i].where : "?");
             break;

@@ -33,5 +33,11 @@ int rg_precision_dtype(const rlx_profile *pr);
 int rg_pass_precision(rg_graph *g, const rlx_profile *pr, rg_stats *st, rlx_diag *d);
 int rg_pass_casts(rg_graph *g, const rlx_backend *be, int must, rg_stats *st, rlx_diag *d);
 int rg_pass_f32_outputs(rg_graph *g, rg_stats *st, rlx_diag *d);
+/* partition.c: the graph of rank `rank` of `ranks` (tensor parallelism, docs/multi-gpu.md)
+ * from the tp hints on rlx.matmul: weights sliced, heads and KV caches split, rlx.all_reduce
+ * after row-parallel and rlx.all_gather after vocab-parallel matmuls (attributes ranks,
+ * rank, group). Run right after the build. Fails naming the tensor and the count that does
+ * not divide. */
+int rg_pass_partition(rg_graph *g, int rank, int ranks, int64_t group, rlx_diag *d);
 int rg_legalize(rg_graph *g, const rlx_backend *be, int unfuse, rg_stats *st, rlx_diag *d);
 #endif

@@ -10,7 +10,7 @@
 #define RLX_PROFILE_DIR "/usr/local/share/rlx/profiles"
 #endif
 
-enum { F_BOOL, F_INT, F_ENUM };
+enum { F_BOOL, F_INT, F_ENUM, F_DEVICES };
 
 typedef struct field {
     const char *path;
@@ -38,6 +38,7 @@ static const field schema[] = {
     {"backend.cpu.unfuse_regions", F_BOOL, OFF(backend.cpu.unfuse_regions), 0, NULL, 0},
     {"backend.cuda.device", F_INT, OFF(backend.cuda.device), 0, NULL, 0},
     {"backend.cuda.graphs", F_BOOL, OFF(backend.cuda.graphs), 0, NULL, 0},
+    {"backend.cuda.devices", F_DEVICES, OFF(backend.cuda.devices), 0, NULL, 0},
 };
 #define N_FIELDS (sizeof schema / sizeof schema[0])
 
@@ -88,6 +89,26 @@ static int set_field(const field *f, json_t *v, const char *origin, rlx_profile 
                                 (long long)json_integer_value(v));
         *(int *)base = (int)json_integer_value(v);
         return RLX_OK;
+    case F_DEVICES: { /* distinct GPU ordinals: the devices of a tensor-parallel run */
+        int *dev = (int *)base, *n = &p->backend.cuda.n_devices;
+        if (!json_is_array(v) || json_array_size(v) > RLX_MAX_DEVICES)
+            return rlx_diag_set(d, RLX_ERR_INVALID, "%s: %s: expected an array of up to %d device ordinals, got %s",
+                                origin, f->path, RLX_MAX_DEVICES, rlx__json_type_name(v));
+        *n = 0;
+        for (size_t k = 0; k < json_array_size(v); k++) {
+            json_t *e = json_array_get(v, k);
+            json_int_t x = json_is_integer(e) ? json_integer_value(e) : -1;
+            if (x < 0 || x >= RLX_MAX_DEVICES)
+                return rlx_diag_set(d, RLX_ERR_INVALID, "%s: %s[%zu]: expected a device ordinal 0..%d", origin,
+                                    f->path, k, RLX_MAX_DEVICES - 1);
+            for (int j = 0; j < *n; j++)
+                if (dev[j] == (int)x)
+                    return rlx_diag_set(d, RLX_ERR_INVALID, "%s: %s[%zu]: device %d twice", origin, f->path, k,
+                                        (int)x);
+            dev[(*n)++] = (int)x;
+        }
+        return RLX_OK;
+    }
     default:
         if (!json_is_string(v))
             return rlx_diag_set(d, RLX_ERR_INVALID, "%s: %s: expected one of %s, got %s", origin,

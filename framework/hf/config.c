@@ -18,7 +18,7 @@ struct rlx_config {
 typedef struct rd {
     const char *origin;
     json_t *obj;
-    const char *prefix; /* "" or "vision_config." */
+    const char *prefix; /* "" or a nested object's "rope_parameters." */
     rlx_diag *d;
     int rc;
 } rd;
@@ -294,6 +294,8 @@ static void read_common(rd *r, const rlx_config_defaults *df, rlx_model_config *
     const char *eps_key = df->eps_key;
     if (!eps_key) eps_key = get(r, "layer_norm_eps") && !get(r, "rms_norm_eps") ? "layer_norm_eps" : "rms_norm_eps";
     mc->norm_eps = get_num(r, eps_key, df->eps);
+    if (!r->rc && !(mc->norm_eps >= 0)) /* the norm kernels would refuse it, naming no key */
+        fail(r, RLX_ERR_INVALID, "%s%s: must be >= 0, got %g", r->prefix, eps_key, mc->norm_eps);
     mc->tie_word_embeddings = get_bool(r, "tie_word_embeddings", df->tie_word_embeddings);
     get_str(r, df->act_key ? df->act_key : "hidden_act", df->act ? df->act : "", mc->hidden_act,
             sizeof mc->hidden_act);

@@ -661,6 +661,15 @@ RLX_API int rlx_weights_read(const rlx_tensor_info *t, int dst_dtype, void *dst,
     const uint8_t *s = t->data;
     uint8_t *o = dst;
     size_t ss = rlx_dtype_size(src), ds = rlx_dtype_size(dst_dtype);
+    if (src == RLX_BF16 && dst_dtype == RLX_F32) { /* the common one at model load: a shift */
+        for (size_t i = 0; i < numel; i++) {
+            uint16_t h;
+            memcpy(&h, s + 2 * i, 2);
+            uint32_t u = (uint32_t)h << 16;
+            memcpy(o + 4 * i, &u, 4);
+        }
+        return RLX_OK;
+    }
     if (is_float(src) && is_float(dst_dtype)) {
         for (size_t i = 0; i < numel; i++) store_f(o + i * ds, dst_dtype, load_f(s + i * ss, src));
         return RLX_OK;

@@ -20,7 +20,13 @@ typedef struct rg_value {
     char *name;     /* inputs, weights, states; NULL for temps and consts */
     void *data;     /* RG_CONST: owned bytes */
     int32_t producer; /* node index for RG_TEMP, -1 otherwise */
+    /* RG_WEIGHT of one tensor-parallel rank: RG_SPLIT_ROWS / _COLS binds only rows or
+     * columns [split_lo, split_hi) of the checkpoint tensor (0: all of it) */
+    int split;
+    int64_t split_lo, split_hi;
 } rg_value;
+
+enum { RG_SPLIT_NONE = 0, RG_SPLIT_ROWS = 1, RG_SPLIT_COLS = 2 };
 
 typedef struct rg_node {
     char *op;

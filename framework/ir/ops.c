@@ -77,6 +77,25 @@ static int inf_copy(const rg_graph *g, const rg_node *n, rlx_shape *o, int *dt, 
     return 0;
 }
 
+/* collectives over the ranks of a tensor-parallel group (docs/multi-gpu.md) */
+static int inf_all_reduce(const rg_graph *g, const rg_node *n, rlx_shape *o, int *dt, char *err, size_t len)
+{
+    if (rg_attr_int(n, "ranks", 1) < 1) return bad(err, len, "attribute ranks must be >= 1");
+    return inf_same(g, n, o, dt, err, len);
+}
+
+static int inf_all_gather(const rg_graph *g, const rg_node *n, rlx_shape *o, int *dt, char *err, size_t len)
+{
+    int64_t r = rg_attr_int(n, "ranks", 1), ax = rg_attr_int(n, "axis", -1);
+    if (r < 1) return bad(err, len, "attribute ranks must be >= 1");
+    if (inf_same(g, n, o, dt, err, len)) return -1;
+    if (ax < 0) ax += o[0].ndim;
+    if (ax < 0 || ax >= (int64_t)o[0].ndim) return bad(err, len, "axis %lld is outside x's %u dims",
+                                                     (long long)rg_attr_int(n, "axis", -1), o[0].ndim);
+    o[0].dims[ax] *= r;
+    return 0;
+}
+
 static int is_suffix(const rlx_shape *a, const rlx_shape *b)
 {
     if (b->ndim > a->ndim) return 0;
@@ -123,6 +142,10 @@ static int inf_matmul(const rg_graph *g, const rg_node *n, rlx_shape *o, int *dt
     if (n->n_in == 3 && (S(2)->ndim != 1 || S(2)->dims[0] != S(1)->dims[0]))
         return bad(err, len, "w %s and bias %s: bias must be [N]", ss(S(1), B.b[0]),
                    ss(S(2), B.b[1]));
+    const rlx_attr *tp = rg_attr(n, "tp");
+    if (tp && (tp->kind != RLX_ATTR_STR || rg_tp_kind(tp->s) < 0))
+        return bad(err, len, "attribute tp must be \"col\", \"col_rep\", \"row\" or \"vocab\"");
+    if (tp && rg_attr_int(n, "tp_unit", 1) < 1) return bad(err, len, "attribute tp_unit must be >= 1");
     o[0] = *S(0);
     o[0].dims[o[0].ndim - 1] = S(1)->dims[0];
     dt[0] = DT(0);
@@ -140,6 +163,21 @@ static int inf_matmul_nn(const rg_graph *g, const rg_node *n, rlx_shape *o, int 
     o[0].dims[o[0].ndim - 1] = S(1)->dims[1];
     dt[0] = DT(0);
     return want_float(g, n, 0, "a", err, len);
+}
+
+/* a [B,M,K] times b [B,N,K]ᵀ (trans_b 1) or b [B,K,N] (trans_b 0), per batch */
+static int inf_bmm(const rg_graph *g, const rg_node *n, rlx_shape *o, int *dt, char *err, size_t len)
+{
+    shape_bufs B;
+    int tb = rg_attr_int(n, "trans_b", 1) != 0;
+    const rlx_shape *a = S(0), *b = S(1);
+    if (a->ndim != 3 || b->ndim != 3 || a->dims[0] != b->dims[0] || a->dims[2] != b->dims[tb ? 2 : 1])
+        return bad(err, len, "a %s and b %s: expected a [B,M,K] and b %s", ss(a, B.b[0]), ss(b, B.b[1]),
+                   tb ? "[B,N,K] (trans_b 1)" : "[B,K,N] (trans_b 0)");
+    o[0] = *a;
+    o[0].dims[2] = b->dims[tb ? 1 : 2];
+    dt[0] = DT(0);
+    return want_float(g, n, 0, "a", err, len) || want_float(g, n, 1, "b", err, len);
 }
 
 static int check_norm_weight(const rg_graph *g, const rg_node *n, uint32_t xi, uint32_t wi,
@@ -455,6 +493,7 @@ static const rg_op_def op_table[] = {
     {"rlx.embedding", 2, 2, 1, 0, inf_embedding, NULL},
     {"rlx.matmul", 2, 3, 1, 0, inf_matmul, NULL},
     {"rlx.matmul_nn", 2, 2, 1, 0, inf_matmul_nn, NULL},
+    {"rlx.bmm", 2, 2, 1, 0, inf_bmm, NULL},
     {"rlx.add", 2, 2, 1, 0, inf_binary, NULL},
     {"rlx.sub", 2, 2, 1, 0, inf_binary, NULL},
     {"rlx.mul", 2, 2, 1, 0, inf_binary, NULL},
@@ -464,6 +503,9 @@ static const rg_op_def op_table[] = {
     {"rlx.gelu", 1, 1, 1, 0, inf_same, NULL},
     {"rlx.gelu_tanh", 1, 1, 1, 0, inf_same, NULL},
     {"rlx.tanh", 1, 1, 1, 0, inf_same, NULL},
+    {"rlx.relu", 1, 1, 1, 0, inf_same, NULL},
+    {"rlx.sin", 1, 1, 1, 0, inf_same, NULL},
+    {"rlx.cos", 1, 1, 1, 0, inf_same, NULL},
     {"rlx.softcap", 1, 1, 1, 0, inf_softcap, NULL},
     {"rlx.softmax", 1, 1, 1, 0, inf_same, NULL},
     {"rlx.rms_norm", 2, 2, 1, 0, inf_rms_norm, NULL},
@@ -485,8 +527,18 @@ static const rg_op_def op_table[] = {
     {"rlx.geglu_tanh", 2, 2, 1, 1, inf_glu, rg_decompose_geglu_tanh},
     {"rlx.add_rms_norm", 3, 3, 2, 1, inf_add_rms_norm, rg_decompose_add_rms_norm},
     {"rlx.linear_swiglu", 3, 3, 1, 1, inf_linear_swiglu, rg_decompose_linear_swiglu},
+    {"rlx.all_reduce", 1, 1, 1, 1, inf_all_reduce, rg_decompose_collective},
+    {"rlx.all_gather", 1, 1, 1, 1, inf_all_gather, rg_decompose_collective},
 };
 #define N_OPS (sizeof op_table / sizeof op_table[0])
+
+int rg_tp_kind(const char *s)
+{
+    static const char *const kinds[] = {"col", "col_rep", "row", "vocab"};
+    for (int i = 0; s && i < 4; i++)
+        if (!strcmp(s, kinds[i])) return i;
+    return -1;
+}
 
 const rg_op_def *rg_op_find(const char *name)
 {
@@ -534,6 +586,8 @@ int rg_op_normalize(rg_graph *g, uint32_t node)
         rc |= set_default_i(n, "add_one", 0);
     } else if (!strcmp(op, "rlx.layer_norm") || !strcmp(op, "rlx.group_norm")) {
         rc |= set_default_f(n, "eps", 1e-5);
+    } else if (!strcmp(op, "rlx.bmm")) {
+        rc |= set_default_i(n, "trans_b", 1);
     } else if (!strcmp(op, "rlx.rope")) {
         rc |= set_default_i(n, "rot_dim", 0);
     } else if (!strcmp(op, "rlx.concat") || !strcmp(op, "rlx.slice")) {

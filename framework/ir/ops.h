@@ -21,6 +21,9 @@ typedef struct rg_op_def {
 } rg_op_def;
 
 const rg_op_def *rg_op_find(const char *name);
+/* rlx.matmul's tensor-parallel hint (attribute tp): RG_TP_* or -1 when s is none of them */
+enum { RG_TP_COL = 0, RG_TP_COL_REP = 1, RG_TP_ROW = 2, RG_TP_VOCAB = 3 };
+int rg_tp_kind(const char *s);
 /* Adds the attributes a backend may rely on (attention scale, causal, ...) and makes
  * negative axes positive. */
 int rg_op_normalize(rg_graph *g, uint32_t node);
@@ -32,4 +35,7 @@ int rg_decompose_swiglu(rg_graph *g, uint32_t node);
 int rg_decompose_geglu_tanh(rg_graph *g, uint32_t node);
 int rg_decompose_add_rms_norm(rg_graph *g, uint32_t node);
 int rg_decompose_linear_swiglu(rg_graph *g, uint32_t node);
+/* all_reduce / all_gather over one rank: rlx.copy (the partition pass checks that the
+ * backend runs them before it emits them over several ranks) */
+int rg_decompose_collective(rg_graph *g, uint32_t node);
 #endif

@@ -49,3 +49,9 @@ int rg_decompose_linear_swiglu(rg_graph *g, uint32_t node)
     /* swiglu stays a composite here: legalize decomposes it too if the backend lacks it */
     return rg_add_node(g, "rlx.swiglu", i3, 2, &out, 1, NULL, 0, g->nodes[node].where) < 0 ? -1 : 0;
 }
+
+int rg_decompose_collective(rg_graph *g, uint32_t node)
+{
+    int32_t x = g->nodes[node].in[0], out = g->nodes[node].out[0];
+    return rg_add_node(g, "rlx.copy", &x, 1, &out, 1, NULL, 0, g->nodes[node].where) < 0 ? -1 : 0;
+}

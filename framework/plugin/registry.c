@@ -43,6 +43,7 @@ struct rlx_registry {
     plugin *plugins;
     size_t n_plugins, cap_plugins;
     char **dirs;
+    char **dir_keys; /* each folder's real path (its own when it has none): duplicates */
     size_t n_dirs;
     char **seen; /* real paths of files already considered */
     size_t n_seen;
@@ -59,15 +60,19 @@ static int add_dir(rlx_registry *r, const char *dir)
 {
     char real[PATH_MAX];
     const char *key = realpath(dir, real) ? real : dir;
-    for (size_t i = 0; i < r->n_dirs; i++) {
-        char other[PATH_MAX];
-        const char *ok = realpath(r->dirs[i], other) ? other : r->dirs[i];
-        if (strcmp(ok, key) == 0) return 0; /* same folder listed twice */
-    }
+    for (size_t i = 0; i < r->n_dirs; i++)
+        if (strcmp(r->dir_keys[i], key) == 0) return 0; /* same folder listed twice */
     char **nd = realloc(r->dirs, (r->n_dirs + 1) * sizeof *nd);
     if (!nd) return RLX_ERR_NOMEM;
     r->dirs = nd;
+    char **nk = realloc(r->dir_keys, (r->n_dirs + 1) * sizeof *nk);
+    if (!nk) return RLX_ERR_NOMEM;
+    r->dir_keys = nk;
     if (!(r->dirs[r->n_dirs] = strdup(dir))) return RLX_ERR_NOMEM;
+    if (!(r->dir_keys[r->n_dirs] = strdup(key))) {
+        free(r->dirs[r->n_dirs]);
+        return RLX_ERR_NOMEM;
+    }
     r->n_dirs++;
     return 0;
 }
@@ -218,13 +223,18 @@ static int readable(const void *p, size_t n)
     return 1;
 }
 
-/* A readable NUL-terminated name of 1..255 bytes. */
+/* A readable NUL-terminated name of 1..255 bytes: checked a page at a time (one check
+ * per name, not per byte; a name may end just before an unmapped page). */
 static int good_name(const char *s)
 {
     if (!s) return 0;
-    for (size_t i = 0; i < 256; i++) {
-        if (!readable(s + i, 1)) return 0;
-        if (!s[i]) return i > 0;
+    size_t i = 0;
+    while (i < 256) {
+        size_t to_page = 4096 - (((uintptr_t)s + i) & 4095), k = to_page < 256 - i ? to_page : 256 - i;
+        if (!readable(s + i, k)) return 0;
+        const char *z = memchr(s + i, 0, k);
+        if (z) return z > s;
+        i += k;
     }
     return 0;
 }
@@ -715,7 +725,11 @@ RLX_API void rlx_registry_close(rlx_registry *r)
         free(p->version);
         free(p->reason);
     }
-    for (size_t i = 0; i < r->n_dirs; i++) free(r->dirs[i]);
+    for (size_t i = 0; i < r->n_dirs; i++) {
+        free(r->dirs[i]);
+        free(r->dir_keys[i]);
+    }
+    free(r->dir_keys);
     for (size_t i = 0; i < r->n_seen; i++) free(r->seen[i]);
     free(r->plugins);
     free(r->dirs);

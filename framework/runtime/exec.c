@@ -109,6 +109,36 @@ static int check_memory(rlx_model *m, const rg_plan *p, const rg_states *st, rlx
     return rlx__mem_check(what, arena + states, d);
 }
 
+/* An I32 input that an embedding reads as its ids is checked against the table's rows
+ * before it is uploaded, so an id out of range is named by the input that holds it
+ * (token_type_ids, positions), not by a kernel node. Reshapes alias their input. */
+static int check_ids(const rg_plan *p, uint32_t vi, const rg_io *in, rlx_diag *d)
+{
+    const rlx_value_desc *vd = &p->values[vi];
+    if (vd->dtype != RLX_I32) return 0;
+    for (uint32_t i = 0; i < p->n_nodes; i++) {
+        const rlx_node_desc *n = &p->nodes[i];
+        if (n->n_inputs < 2 || strcmp(n->op, "rlx.embedding")) continue;
+        int32_t id = n->inputs[1];
+        while (id >= 0 && (uint32_t)id < p->n_values && p->values[id].kind == RLX_VALUE_ALIAS &&
+               p->values[id].alias_offset == 0)
+            id = p->values[id].alias_of;
+        if (id != (int32_t)vi || n->inputs[0] < 0 || (uint32_t)n->inputs[0] >= p->n_values) continue;
+        const rlx_value_desc *t = &p->values[n->inputs[0]];
+        int64_t rows = t->shape.ndim ? t->shape.dims[0] : 0, numel = rlx_shape_numel(&vd->shape);
+        const int32_t *x = in->data;
+        for (int64_t j = 0; j < numel; j++) {
+            if (x[j] >= 0 && x[j] < rows) continue;
+            char how[160] = "";
+            if (in->how) snprintf(how, sizeof how, " (%s)", in->how);
+            return rlx_diag_set(d, RLX_ERR_INVALID, "input tensor \"%s\"%s: %d at position %lld is outside [0, %lld), the rows of %s",
+                                vd->name, how, (int)x[j], (long long)j, (long long)rows,
+                                t->name ? t->name : "its embedding table");
+        }
+    }
+    return 0;
+}
+
 int rg_exec_run(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32_t n_in, rlx_diag *d)
 {
     const rg_plan *p = &e->plan;
@@ -127,7 +157,7 @@ int rg_exec_run(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32
         uint32_t k = 0;
         while (k < n_in && strcmp(in[k].name, vd->name)) k++;
         if (k == n_in) return rlx_diag_set(d, RLX_ERR_INVALID, "input %s: not given", vd->name);
-        if ((rc = put(m, e->ptrs[i], in[k].data, value_bytes(vd), d))) return rc;
+        if ((rc = check_ids(p, i, &in[k], d)) || (rc = put(m, e->ptrs[i], in[k].data, value_bytes(vd), d))) return rc;
     }
     for (uint32_t i = 0; i < p->n_values; i++)
         if (p->values[i].kind == RLX_VALUE_ALIAS)

@@ -8,6 +8,7 @@
 struct rg_exec {
     int phase;
     int64_t T, ctx;
+    rg_variant variant; /* the optional inputs it was built for */
     rg_graph *g;       /* owns op names, attrs and constant data the program points at */
     rg_plan plan;
     rlx_program prog;

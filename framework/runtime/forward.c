@@ -9,15 +9,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* pos (docs/CONVENTIONS.md) is where the KV cache is written: the runtime's to set, and
+ * 0 here, where each row starts from an empty cache */
+static int internal(const char *name) { return !strcmp(name, "pos"); }
+
+/* the inputs a caller may give */
 static void list_inputs(const rlx_flow *f, char *buf, size_t len)
 {
     size_t o = 0;
     buf[0] = 0;
     for (uint32_t i = 0; i < f->n_inputs && o < len; i++) {
-        int w = snprintf(buf + o, len - o, "%s%s", i ? ", " : "", f->inputs[i].name);
+        if (internal(f->inputs[i].name)) continue;
+        int w = snprintf(buf + o, len - o, "%s%s", o ? ", " : "", f->inputs[i].name);
         if (w < 0) break;
         o += (size_t)w;
     }
+}
+
+/* an input the flow may run without (RLX_FILL_OPTIONAL) */
+static int is_optional(const rg_flow_input *fi) { return fi->fill == RLX_FILL_OPTIONAL; }
+
+/* name is a build-time scalar input of f: compiled in, never read by the program */
+static int scalar_input(const rlx_flow *f, const char *name)
+{
+    for (uint32_t k = 0; k < f->n_inputs; k++)
+        if (!strcmp(f->inputs[k].name, name)) return rg_flow_input_scalar(&f->inputs[k]);
+    return 0;
 }
 
 /* Inputs the flow says the host fills when not given (rlx_flow_input_fill). */
@@ -27,6 +44,12 @@ static void fill_default(const rg_flow_input *fi, int32_t *buf, size_t n)
 {
     for (size_t j = 0; j < n; j++)
         buf[j] = fi->fill == RLX_FILL_IOTA ? (int32_t)j : fi->fill == RLX_FILL_ONES ? 1 : 0;
+}
+
+static const char *fill_how(const rg_flow_input *fi)
+{
+    return fi->fill == RLX_FILL_IOTA ? "not given: 0, 1, 2, ... one per token"
+           : fi->fill == RLX_FILL_ONES ? "not given: all ones" : "not given: all zeros";
 }
 
 /* the batch rows of given tensor t for flow input fi: 0 when t has no batch dim */
@@ -81,6 +104,23 @@ static const rlx_tensor_info *given_find(const fwd_given *g, const char *name)
     return NULL;
 }
 
+/* whether a node of e reads input name (directly or through a reshape of it) */
+static int read_by_program(const rg_exec *e, const char *name)
+{
+    const rlx_value_desc *vd = rg_exec_find_io(e, name, 0);
+    if (!vd) return 0;
+    const rg_plan *p = &e->plan;
+    int32_t vi = (int32_t)(vd - p->values);
+    for (uint32_t i = 0; i < p->n_nodes; i++)
+        for (uint32_t j = 0; j < p->nodes[i].n_inputs; j++) {
+            int32_t id = p->nodes[i].inputs[j];
+            for (int hops = 0; id >= 0 && hops < 64 && p->values[id].kind == RLX_VALUE_ALIAS; hops++)
+                id = p->values[id].alias_of;
+            if (id == vi) return 1;
+        }
+    return 0;
+}
+
 static int forward(rlx_model *m, const fwd_given *inputs, rlx_output_sink sink, void *user, rlx_diag *d)
 {
     const rlx_flow *f = m->flow[0];
@@ -94,6 +134,30 @@ static int forward(rlx_model *m, const fwd_given *inputs, rlx_output_sink sink, 
         if (k == f->n_inputs)
             return rlx_diag_set(d, RLX_ERR_INVALID, "input tensor \"%s\": not an input of this model (inputs: %s)",
                                 t->name, names);
+        if (internal(t->name))
+            return rlx_diag_set(d, RLX_ERR_INVALID, "input tensor \"%s\": the KV cache position, set by the runtime "
+                                "(forward starts from an empty cache), not an input (inputs: %s)", t->name, names);
+    }
+    /* the optional inputs left out and the build-time scalars given: one program each */
+    rg_variant var;
+    memset(&var, 0, sizeof var);
+    for (uint32_t k = 0; k < f->n_inputs; k++) {
+        const rg_flow_input *fi = &f->inputs[k];
+        const rlx_tensor_info *t = given_find(inputs, fi->name);
+        if (!is_optional(fi)) continue;
+        if (k >= RG_VARIANT_INPUTS)
+            return rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "input \"%s\": optional inputs must be among the first %d",
+                                fi->name, RG_VARIANT_INPUTS);
+        if (!t) var.absent |= 1ull << k;
+        else if (rg_flow_input_scalar(fi)) {
+            int32_t x = 0;
+            if (rlx_shape_numel(&t->shape) != 1 || (t->dtype != RLX_I32 && t->dtype != RLX_I64 && t->dtype != RLX_U8))
+                return rlx_diag_set(d, RLX_ERR_INVALID, "input tensor \"%s\": expected one integer, found %s %s",
+                                    fi->name, rlx_dtype_name(t->dtype), rlx_shape_str(&t->shape, a, sizeof a));
+            int rc = t->dtype == RLX_U8 ? (x = *(const uint8_t *)t->data, 0) : rlx_weights_read(t, RLX_I32, &x, 1, d);
+            if (rc) return rc;
+            var.scalar[k] = x;
+        }
     }
     /* T from the first given input with a sequence dim. Inputs with a batch dim agree on
      * its rows; an input without one is shared by every row. */
@@ -103,7 +167,7 @@ static int forward(rlx_model *m, const fwd_given *inputs, rlx_output_sink sink, 
     for (uint32_t k = 0; k < f->n_inputs; k++) {
         const rg_flow_input *fi = &f->inputs[k];
         const rlx_tensor_info *t = given_find(inputs, fi->name);
-        if (!t) continue;
+        if (!t || rg_flow_input_scalar(fi)) continue;
         int64_t rows;
         rlx_shape s;
         if (batch_of(t, fi, &rows, &s)) {
@@ -120,10 +184,16 @@ static int forward(rlx_model *m, const fwd_given *inputs, rlx_output_sink sink, 
         for (uint32_t j = 0; S < 0 && j < fi->ndim && j < s.ndim; j++)
             if (fi->dims[j] == -2) S = s.dims[j];
     }
+    /* a length no input that takes part has is 1 (SAM without points) */
+    int wants_T = 0;
+    for (uint32_t k = 0; k < f->n_inputs; k++)
+        for (uint32_t j = 0; j < f->inputs[k].ndim && !(k < RG_VARIANT_INPUTS && (var.absent >> k & 1u)); j++)
+            wants_T |= f->inputs[k].dims[j] == -1;
+    if (!wants_T) T = 1;
     if (S < 0) S = T;
     if (T < 1) {
         for (uint32_t k = 0; k < f->n_inputs; k++)
-            if (!given_find(inputs, f->inputs[k].name) && !has_default(&f->inputs[k]))
+            if (!given_find(inputs, f->inputs[k].name) && !has_default(&f->inputs[k]) && !is_optional(&f->inputs[k]))
                 return rlx_diag_set(d, RLX_ERR_INVALID, "missing input tensor \"%s\"", f->inputs[k].name);
         return rlx_diag_set(d, RLX_ERR_INVALID, "input tensors: no sequence length (inputs: %s)", names);
     }
@@ -141,6 +211,7 @@ static int forward(rlx_model *m, const fwd_given *inputs, rlx_output_sink sink, 
             else if (want.dims[j] == -2) want.dims[j] = S;
         size_t numel = (size_t)rlx_shape_numel(&want);
         const rlx_tensor_info *t = given_find(inputs, fi->name);
+        if (is_optional(fi) && (!t || rg_flow_input_scalar(fi))) continue; /* not a program input */
         int64_t nrows = 0;
         rlx_shape s;
         int b = t ? batch_of(t, fi, &nrows, &s) : 0;
@@ -170,16 +241,29 @@ static int forward(rlx_model *m, const fwd_given *inputs, rlx_output_sink sink, 
     rg_exec *e = NULL;
     fwd_out *outs = NULL;
     uint32_t n_outs = 0;
-    if (!rc) rc = rg_model_exec(m, m->encoder ? RLX_PHASE_ENCODE : RLX_PHASE_PREFILL, T, S, &e, d);
+    pthread_mutex_lock(&m->mu);
+    if (!rc) rc = rg_model_exec_v(m, m->encoder ? RLX_PHASE_ENCODE : RLX_PHASE_PREFILL, T, S, &var, &e, d);
+    /* a given tensor the compiled program never reads would be silently ignored */
+    for (size_t i = 0; i < n_given && !rc; i++)
+        if (!read_by_program(e, inputs->t[i]->name) && !scalar_input(f, inputs->t[i]->name))
+            rc = rlx_diag_set(d, RLX_ERR_INVALID, "input tensor \"%s\": declared by the flow but read by none of "
+                              "its stages, so it would be ignored", inputs->t[i]->name);
     if (!rc) rc = outputs_of(e, B, &outs, &n_outs, d);
     for (int64_t b = 0; b < B && !rc; b++) {
-        for (uint32_t k = 0; k < f->n_inputs; k++) io[k].data = bufs[k] + row_bytes[k] * (size_t)b;
+        uint32_t n_io = 0; /* the inputs the program takes */
+        for (uint32_t k = 0; k < f->n_inputs; k++) {
+            if (!bufs[k]) continue;
+            io[n_io].name = f->inputs[k].name;
+            io[n_io].how = given_find(inputs, f->inputs[k].name) ? NULL : fill_how(&f->inputs[k]);
+            io[n_io++].data = bufs[k] + row_bytes[k] * (size_t)b;
+        }
         rg_states st = {0}; /* each row starts from an empty cache */
-        rc = rg_exec_run(m, e, &st, io, f->n_inputs, d);
+        rc = rg_exec_run(m, e, &st, io, n_io, d);
         for (uint32_t i = 0; i < n_outs && !rc; i++)
             rc = rg_exec_output(m, e, outs[i].name, outs[i].host + outs[i].bytes * (size_t)b, d);
         rg_states_free(m, &st);
     }
+    pthread_mutex_unlock(&m->mu);
     for (uint32_t i = 0; i < n_outs && !rc; i++) {
         rlx_shape s = outs[i].shape;
         if (batched && s.ndim < RLX_MAX_DIMS) {

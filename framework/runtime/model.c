@@ -36,6 +36,16 @@ static void conventional_fills(rlx_flow *f)
                 f->inputs[i].fill = fills[k];
 }
 
+static rlx_model *new_model(void)
+{
+    rlx_model *m = calloc(1, sizeof *m);
+    if (m && pthread_mutex_init(&m->mu, NULL) != 0) {
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
 static int arch_is_1_0(const rlx_arch *a) { return a->struct_size < RLX_STRUCT_SIZE(rlx_arch, configure); }
 
 static int arch_encodes(const rlx_arch *a)
@@ -84,7 +94,7 @@ RLX_API int rlx_model_from_flow(const rlx_model_spec *spec, const rlx_model_opti
     *out = NULL;
     if (!spec || !spec->prefill || !spec->backend)
         return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_model_from_flow: a prefill flow and a backend are required");
-    rlx_model *m = calloc(1, sizeof *m);
+    rlx_model *m = new_model();
     if (!m) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     if (spec->config) m->cfg = *spec->config;
     m->cfg.struct_size = (uint32_t)sizeof m->cfg;
@@ -228,7 +238,7 @@ RLX_API int rlx_model_open(const char *dir, const rlx_model_options *opt_in, rlx
     rlx_model_options o;
     rlx_model_options_init(&o);
     if (opt_in) o = *opt_in;
-    rlx_model *m = calloc(1, sizeof *m);
+    rlx_model *m = new_model();
     if (!m) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     m->verbose = o.verbose;
     m->progress = o.progress;
@@ -257,6 +267,7 @@ RLX_API int rlx_model_open(const char *dir, const rlx_model_options *opt_in, rlx
         m->be = rlx_registry_backend(m->registry, name ? name : "auto", d);
         if (!m->be) rc = d && d->code ? d->code : RLX_ERR_NOT_FOUND;
     }
+    if (!rc) rc = rg_model_check_devices(m, o.devices, d);
     if (!rc) rc = init_backend(m, &o, d);
     if (!rc) rc = build_flows(m, &o, d);
     if (rc) {
@@ -281,12 +292,21 @@ RLX_API void rlx_model_close(rlx_model *m)
     rlx_config_free(m->config);
     rlx_registry_close(m->registry_owned);
     free(m->dir);
+    pthread_mutex_destroy(&m->mu);
     free(m);
 }
 
 RLX_API const rlx_model_config *rlx_model_get_config(const rlx_model *m) { return m ? &m->cfg : NULL; }
 RLX_API const char *rlx_model_backend_name(const rlx_model *m) { return m && m->be ? m->be->name : NULL; }
-RLX_API int rlx_model_compiled_count(const rlx_model *m) { return m ? (int)m->n_exec : 0; }
+RLX_API int rlx_model_compiled_count(const rlx_model *m)
+{
+    if (!m) return 0;
+    pthread_mutex_t *mu = (pthread_mutex_t *)&m->mu; /* a read of state the lock guards */
+    pthread_mutex_lock(mu);
+    int n = (int)m->n_exec;
+    pthread_mutex_unlock(mu);
+    return n;
+}
 
 RLX_API int rlx_model_threads(const rlx_model *m)
 {
@@ -350,8 +370,9 @@ RLX_API int rlx_model_dump_graph(rlx_model *m, int phase, int64_t seq_len, FILE 
     int64_t ctx = rg_default_ctx(m);
     if (ctx < T) ctx = T;
     rg_exec *e;
+    pthread_mutex_lock(&m->mu);
     int rc = rg_model_exec(m, phase, T, ctx, &e, d);
-    if (rc) return rc;
-    rg_exec_dump(e, out);
-    return 0;
+    if (!rc) rg_exec_dump(e, out);
+    pthread_mutex_unlock(&m->mu);
+    return rc;
 }

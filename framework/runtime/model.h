@@ -2,14 +2,18 @@
 #ifndef RLX_MODEL_H
 #define RLX_MODEL_H
 #include "build/build.h"
+#include <pthread.h>
 
 /* A checkpoint tensor converted once for the backend, shared by every program. */
 typedef struct rg_weight {
     char *name;
     rlx_shape shape;
-    int dtype;   /* as bound: f32, f16 or bf16 (one entry per name and dtype) */
+    int dtype;   /* as bound: f32, f16 or bf16 (one entry per name, dtype and slice) */
+    int split;   /* RG_SPLIT_*: a tensor-parallel rank's rows or columns [lo, hi) */
+    int64_t lo, hi;
     void *ptr;   /* what the backend reads: host (mmapped or owned) or device */
-    void *owned; /* malloc'd host copy, or NULL */
+    void *owned; /* host copy (owned_map: its mapping's length, else malloc'd), or NULL */
+    size_t owned_map;
     int device;  /* ptr came from backend->alloc */
 } rg_weight;
 
@@ -43,6 +47,13 @@ struct rlx_model {
     void *arena;
     size_t arena_cap;
     uint64_t arena_gen;
+    /* sessions may step from several threads: the compiled programs, the arena they
+     * share and the backend run one step at a time (held from compile to output) */
+    pthread_mutex_t mu;
+    /* tensor parallelism (runtime/tp.c): this model is rank tp_rank of tp_ranks (1: none),
+     * its collectives meet the other ranks' in group tp_group */
+    int tp_rank, tp_ranks;
+    int64_t tp_group;
 };
 
 /* Session-owned persistent buffers (KV caches), by name. */
@@ -72,6 +83,10 @@ int64_t rg_default_ctx(const rlx_model *m);
 /* model_weights.c: the weight the backend reads in dtype (f32, f16, bf16; f32 for
  * rg_model_weight), converted once at bind; one entry per name and dtype. */
 int rg_model_weight_as(rlx_model *m, const char *name, int dtype, const rg_weight **out, rlx_diag *d);
+/* the same for a rank's slice (split RG_SPLIT_ROWS / _COLS, [lo, hi)): rows of a tensor
+ * stored as bound are used in place, columns are gathered; never the whole tensor */
+int rg_model_weight_part(rlx_model *m, const char *name, int dtype, int split, int64_t lo, int64_t hi,
+                         const rg_weight **out, rlx_diag *d);
 /* the build's view of the model, for phase */
 rg_build_env rg_model_build_env(const rlx_model *m, int phase);
 int rg_model_weight(rlx_model *m, const char *name, const rlx_shape *expect, int optional,
@@ -79,13 +94,20 @@ int rg_model_weight(rlx_model *m, const char *name, const rlx_shape *expect, int
 void rg_model_free_weights(rlx_model *m);
 
 
+/* tp.c: --devices (or the profile's backend.cuda.devices) valid for the chosen backend */
+int rg_model_check_devices(rlx_model *m, const char *devices, rlx_diag *d);
+
 /* compile.c: build + passes + legalize + plan + backend compile, cached per shape */
 int rg_model_exec(rlx_model *m, int phase, int64_t T, int64_t ctx, rg_exec **out, rlx_diag *d);
+/* the same for a set of optional inputs given (v NULL: all of them) */
+int rg_model_exec_v(rlx_model *m, int phase, int64_t T, int64_t ctx, const rg_variant *v, rg_exec **out,
+                    rlx_diag *d);
 void rg_exec_free(rlx_model *m, rg_exec *e);
 /* exec.c */
 typedef struct rg_io {
     const char *name;
     const void *data; /* host data in the value's dtype and shape */
+    const char *how;  /* for messages: how the host made it (NULL: the caller gave it) */
 } rg_io;
 int rg_exec_run(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32_t n_in,
                 rlx_diag *d);

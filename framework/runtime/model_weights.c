@@ -3,14 +3,41 @@
  * or bf16): used in place when stored so and the backend reads host memory, else
  * converted once; uploaded once when the backend does not read host memory. */
 #include "runtime/model.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 rg_build_env rg_model_build_env(const rlx_model *m, int phase)
 {
     rg_build_env env = {&m->cfg, m->config, m->weights, m->registry,
-                        m->policy[phase == RLX_PHASE_DECODE ? 1 : 0]};
+                        m->policy[phase == RLX_PHASE_DECODE ? 1 : 0], NULL, NULL};
     return env;
+}
+
+/* Host memory for a converted weight. A large one is mapped and populated in one call
+ * (huge pages from 2 MiB): faulting it in page by page costs more than the conversion
+ * itself on a virtual machine, and a small model is a few thousand such pages. */
+static void *owned_alloc(size_t bytes, size_t *map_len)
+{
+    *map_len = 0;
+    if (bytes < (256u << 10)) return malloc(bytes ? bytes : 4);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    if (bytes >= (2u << 20)) madvise(p, bytes, MADV_HUGEPAGE); /* hints: fine if refused */
+#ifdef MADV_POPULATE_WRITE
+    madvise(p, bytes, MADV_POPULATE_WRITE);
+#endif
+    *map_len = bytes;
+    return p;
+}
+
+static void owned_free(rg_weight *w)
+{
+    if (w->owned_map) munmap(w->owned, w->owned_map);
+    else free(w->owned);
+    w->owned = NULL;
+    w->owned_map = 0;
 }
 
 static int upload(rlx_model *m, rg_weight *w, const void *src, size_t bytes, rlx_diag *d)
@@ -23,11 +50,42 @@ static int upload(rlx_model *m, rg_weight *w, const void *src, size_t bytes, rlx
     return 0;
 }
 
+/* t's rows or columns [lo, hi) converted to dtype into dst: only the slice is read */
+static int read_part(const rlx_tensor_info *t, int split, int64_t lo, int64_t hi, int dtype, void *dst,
+                     rlx_diag *d)
+{
+    if (!split) return rlx_weights_read(t, dtype, dst, (size_t)rlx_shape_numel(&t->shape), d);
+    size_t ses = rlx_dtype_size(t->dtype), des = rlx_dtype_size(dtype);
+    int64_t rows = t->shape.dims[0], cols = t->shape.ndim > 1 ? rlx_shape_numel(&t->shape) / rows : 1;
+    rlx_tensor_info part = *t;
+    if (split == RG_SPLIT_ROWS) {
+        part.shape.dims[0] = hi - lo;
+        part.data = (const char *)t->data + (size_t)(lo * cols) * ses;
+        part.nbytes = (size_t)((hi - lo) * cols) * ses;
+        return rlx_weights_read(&part, dtype, dst, (size_t)((hi - lo) * cols), d);
+    }
+    part.shape = (rlx_shape){1, {hi - lo}};
+    part.nbytes = (size_t)(hi - lo) * ses;
+    for (int64_t r = 0; r < rows; r++) { /* one row's columns at a time */
+        part.data = (const char *)t->data + (size_t)(r * cols + lo) * ses;
+        int rc = rlx_weights_read(&part, dtype, (char *)dst + (size_t)(r * (hi - lo)) * des, (size_t)(hi - lo), d);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 int rg_model_weight_as(rlx_model *m, const char *name, int dtype, const rg_weight **out, rlx_diag *d)
+{
+    return rg_model_weight_part(m, name, dtype, RG_SPLIT_NONE, 0, 0, out, d);
+}
+
+int rg_model_weight_part(rlx_model *m, const char *name, int dtype, int split, int64_t lo, int64_t hi,
+                         const rg_weight **out, rlx_diag *d)
 {
     *out = NULL;
     for (uint32_t i = 0; i < m->n_w; i++)
-        if (m->w[i].dtype == dtype && strcmp(m->w[i].name, name) == 0) {
+        if (m->w[i].dtype == dtype && m->w[i].split == split && (!split || (m->w[i].lo == lo && m->w[i].hi == hi)) &&
+            strcmp(m->w[i].name, name) == 0) {
             *out = &m->w[i];
             return 0;
         }
@@ -38,6 +96,10 @@ int rg_model_weight_as(rlx_model *m, const char *name, int dtype, const rg_weigh
     if (!t)
         return rlx_diag_set(d, RLX_ERR_NOT_FOUND, "tensor %s: not in the checkpoint (%s)", name,
                             rlx__weights_origin(m->weights, t));
+    uint32_t axis = split == RG_SPLIT_COLS ? 1 : 0;
+    if (split && (t->shape.ndim <= axis || lo < 0 || hi <= lo || hi > t->shape.dims[axis]))
+        return rlx_diag_set(d, RLX_ERR_INVALID, "tensor %s: no %s [%lld, %lld) in it", name,
+                            split == RG_SPLIT_COLS ? "columns" : "rows", (long long)lo, (long long)hi);
     rg_weight *nw = realloc(m->w, (m->n_w + 1) * sizeof *nw);
     if (!nw) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     m->w = nw;
@@ -45,30 +107,40 @@ int rg_model_weight_as(rlx_model *m, const char *name, int dtype, const rg_weigh
     memset(w, 0, sizeof *w);
     if (!(w->name = strdup(name))) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     w->shape = t->shape;
+    if (split) w->shape.dims[axis] = hi - lo;
     w->dtype = dtype;
+    w->split = split;
+    w->lo = lo;
+    w->hi = hi;
     size_t es = rlx_dtype_size(dtype);
-    size_t numel = (size_t)rlx_shape_numel(&t->shape), bytes = numel * es;
+    size_t numel = (size_t)rlx_shape_numel(&w->shape), bytes = numel * es;
+    size_t skip = split == RG_SPLIT_ROWS ? (size_t)lo * (numel / (size_t)(hi - lo)) * es : 0;
     int host = (m->be->flags & RLX_BACKEND_HOST_MEMORY) != 0;
     int rc = 0;
-    /* stored as bound: used in place (mmapped) or uploaded as is; else converted once */
-    if (t->dtype == dtype && ((uintptr_t)t->data % es) == 0 && t->nbytes == bytes) {
-        if (host) w->ptr = (void *)t->data;
-        else rc = upload(m, w, t->data, bytes, d);
+    /* stored as bound (a row slice too): used in place (mmapped) or uploaded as is; else
+     * converted once */
+    if (t->dtype == dtype && ((uintptr_t)t->data % es) == 0 && split != RG_SPLIT_COLS &&
+        (split ? skip + bytes <= t->nbytes : t->nbytes == bytes)) {
+        const char *src = (const char *)t->data + skip;
+        if (host) w->ptr = (void *)src;
+        else rc = upload(m, w, src, bytes, d);
     } else {
-        w->owned = malloc(bytes ? bytes : 4);
-        if (!w->owned)
+        char what[600];
+        snprintf(what, sizeof what, "tensor %s converted to %s", name, rlx_dtype_name(dtype));
+        rc = rlx__mem_check(what, bytes, d); /* a conversion is host memory before any upload */
+        if (!rc) w->owned = owned_alloc(bytes, &w->owned_map);
+        if (!rc && !w->owned)
             rc = rlx_diag_set(d, RLX_ERR_NOMEM, "tensor %s: out of memory converting it to %s", name, rlx_dtype_name(dtype));
-        if (!rc) rc = rlx_weights_read(t, dtype, w->owned, numel, d);
+        if (!rc) rc = read_part(t, split, lo, hi, dtype, w->owned, d);
         if (!rc && host) w->ptr = w->owned;
         if (!rc && !host) {
             rc = upload(m, w, w->owned, bytes, d);
-            free(w->owned);
-            w->owned = NULL;
+            owned_free(w);
         }
     }
     if (rc) {
         if (w->device && w->ptr) m->be->free(m->be_ctx, w->ptr);
-        free(w->owned);
+        owned_free(w);
         free(w->name);
         return rc;
     }
@@ -78,7 +150,7 @@ int rg_model_weight_as(rlx_model *m, const char *name, int dtype, const rg_weigh
         if (!m->bytes_total)
             for (size_t i = 0; i < rlx_weights_count(m->weights); i++)
                 m->bytes_total += rlx_weights_at(m->weights, i)->nbytes;
-        m->bytes_loaded += t->nbytes;
+        m->bytes_loaded += split ? numel * rlx_dtype_size(t->dtype) : t->nbytes;
         if (m->bytes_loaded > m->bytes_total) m->bytes_loaded = m->bytes_total; /* a tensor bound in two dtypes */
         m->progress(m->progress_user, m->bytes_loaded, m->bytes_total);
     }
@@ -103,7 +175,7 @@ void rg_model_free_weights(rlx_model *m)
 {
     for (uint32_t i = 0; i < m->n_w; i++) {
         if (m->w[i].device && m->be && m->be->free) m->be->free(m->be_ctx, m->w[i].ptr);
-        free(m->w[i].owned);
+        owned_free(&m->w[i]);
         free(m->w[i].name);
     }
     free(m->w);

@@ -23,7 +23,9 @@ RLX_API int rlx_session_new(rlx_model *m, int64_t ctx_len, rlx_session **out, rl
 RLX_API void rlx_session_free(rlx_session *s)
 {
     if (!s) return;
+    pthread_mutex_lock(&s->m->mu);
     rg_states_free(s->m, &s->st);
+    pthread_mutex_unlock(&s->m->mu);
     free(s);
 }
 
@@ -55,7 +57,7 @@ static int64_t bucket(int64_t n, int64_t room)
 }
 
 /* runs T positions from s->pos (ids padded to T); logits rows come back in rows */
-static int run(rlx_session *s, int phase, const int32_t *ids, int64_t n, int64_t T, float **logits,
+static int run_locked(rlx_session *s, int phase, const int32_t *ids, int64_t n, int64_t T, float **logits,
                int64_t *rows, int64_t *vocab, rlx_diag *d)
 {
     rlx_model *m = s->m;
@@ -80,10 +82,21 @@ static int run(rlx_session *s, int phase, const int32_t *ids, int64_t n, int64_t
         pids[t] = t < n ? ids[t] : 0;
         positions[t] = (int32_t)(s->pos + t);
     }
-    rg_io io[3] = {{"input_ids", pids}, {"positions", positions}, {"pos", &pos}};
+    rg_io io[3] = {{"input_ids", pids, NULL}, {"positions", positions, "the session's token positions"},
+                   {"pos", &pos, "the session's cache position"}};
     rc = rg_exec_run(m, e, &s->st, io, 3, d);
     if (!rc) rc = rg_exec_output(m, e, "logits", *logits, d);
     free(buf);
+    return rc;
+}
+
+/* one step at a time per model: sessions on other threads wait here */
+static int run(rlx_session *s, int phase, const int32_t *ids, int64_t n, int64_t T, float **logits,
+               int64_t *rows, int64_t *vocab, rlx_diag *d)
+{
+    pthread_mutex_lock(&s->m->mu);
+    int rc = run_locked(s, phase, ids, n, T, logits, rows, vocab, d);
+    pthread_mutex_unlock(&s->m->mu);
     return rc;
 }
 

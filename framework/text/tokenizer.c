@@ -1,10 +1,15 @@
 /* rlx_tokenizer_*: loading tokenizer.json, added tokens, and the encode/decode
  * pipelines (the parts live in tokenizer_{bpe,normalizer,pretok,decoder,post}.c). */
+#define _GNU_SOURCE
 #include "text/tokenizer_internal.h"
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <unistr.h>
 
 #define NOMEM(d, t) rlx_diag_set(d, RLX_ERR_NOMEM, "%s: out of memory", (t)->origin)
@@ -176,21 +181,69 @@ static int load_json(rlx_tokenizer *t, json_t *root, rlx_diag *d)
     return 0;
 }
 
-/* vocab and merges by tk_fast_bpe, the rest by jansson; nonzero (t reset, nothing
- * reported): parse it all the ordinary way */
-static int load_fast(rlx_tokenizer *t, const char *buf, size_t len)
+/* the rest of the file (everything but vocab and merges, already in t->bpe) by jansson;
+ * nonzero: t reset, nothing reported */
+static int load_rest(rlx_tokenizer *t, const char *rest, size_t rest_len)
+{
+    rlx_diag quiet;
+    rlx_diag_init(&quiet);
+    json_t *root = NULL;
+    int rc = rlx__json_parse(rest, rest_len, t->origin, &root, &quiet);
+    if (!rc) rc = load_json(t, root, &quiet);
+    json_decref(root);
+    if (rc) clear_parts(t);
+    return rc;
+}
+
+/* vocab and merges by tk_fast_bpe, the rest by jansson; written to the cache (cpath,
+ * when not NULL) on success. Nonzero: t reset, nothing reported (parse it all the
+ * ordinary way). */
+static int load_fast(rlx_tokenizer *t, const char *buf, size_t len, const char *cpath, tk_cache_key *key)
 {
     rlx_diag quiet;
     rlx_diag_init(&quiet);
     tk_jctx c = {t->origin, &quiet};
     char *rest = NULL;
-    if (tk_fast_bpe(&c, buf, len, &t->bpe, &rest)) return -1;
-    json_t *root = NULL;
-    int rc = rlx__json_parse(rest, len, t->origin, &root, &quiet);
+    size_t rest_len;
+    if (tk_fast_bpe(&c, buf, len, &t->bpe, &rest, &rest_len)) return -1;
+    int rc = load_rest(t, rest, rest_len);
+    if (!rc && cpath) {
+        tk_cache_view v;
+        tk_bpe_view(t->bpe, &v);
+        v.rest = rest;
+        v.rest_len = rest_len;
+        key->size = len;
+        key->hash = tk_cache_hash(buf, len);
+        tk_cache_write(cpath, key, &v);
+    }
     free(rest);
-    if (!rc) rc = load_json(t, root, &quiet);
-    json_decref(root);
-    if (rc) clear_parts(t);
+    return rc;
+}
+
+/* A valid cache of path: 0 and t loaded. *key gets the source's size and mtime (the
+ * content hash only when a cache header matched them). */
+static int load_cached(rlx_tokenizer *t, const char *path, const char *cpath, tk_cache_key *key)
+{
+    int fd;
+    struct stat st;
+    rlx_diag quiet;
+    rlx_diag_init(&quiet);
+    if (rlx__open_regular(path, &fd, &st, &quiet)) return -1;
+    key->size = (uint64_t)st.st_size;
+    key->mtime_s = (int64_t)st.st_mtim.tv_sec;
+    key->mtime_ns = (int64_t)st.st_mtim.tv_nsec;
+    tk_cache_view v;
+    void *map;
+    size_t map_len;
+    int rc = key->size <= RLX__MAX_JSON_FILE ? tk_cache_read(cpath, fd, key, &v, &map, &map_len) : -1;
+    close(fd);
+    if (rc) return -1;
+    if (!(t->bpe = tk_bpe_from_view(&v, map, map_len))) {
+        munmap(map, map_len);
+        return -1;
+    }
+    rc = load_rest(t, v.rest, v.rest_len);
+    rlx__host_log(RLX_LOG_DEBUG, "tokenizer", "%s: %s cache %s", path, rc ? "rejected" : "loaded from", cpath);
     return rc;
 }
 
@@ -204,6 +257,13 @@ RLX_API int rlx_tokenizer_load(const char *path, rlx_tokenizer **out, rlx_diag *
         free(t);
         return rlx_diag_set(d, RLX_ERR_NOMEM, "%s: out of memory", path);
     }
+    char cpath[PATH_MAX + 64];
+    tk_cache_key key = {0};
+    int cached = tk_cache_path(path, cpath, sizeof cpath) == 0;
+    if (cached && load_cached(t, path, cpath, &key) == 0) {
+        *out = t;
+        return 0;
+    }
     char *buf = NULL;
     size_t len = 0;
     int rc = rlx__read_small_file(path, RLX__MAX_JSON_FILE, &buf, &len, d);
@@ -211,7 +271,8 @@ RLX_API int rlx_tokenizer_load(const char *path, rlx_tokenizer **out, rlx_diag *
         rlx_tokenizer_free(t);
         return rc;
     }
-    rc = load_fast(t, buf, len);
+    /* the mtime was read before the bytes: a file changed in between is a miss next time */
+    rc = load_fast(t, buf, len, cached && key.size ? cpath : NULL, &key);
     if (rc) { /* the whole file through jansson: also the path that reports every error */
         json_t *root = NULL;
         rc = rlx__json_parse(buf, len, path, &root, d);

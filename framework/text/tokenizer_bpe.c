@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define CACHE_MAX_WORD 128         /* longer words are not cached */
 #define CACHE_MAX_ENTRIES (1u << 17)
@@ -34,6 +35,9 @@ struct tk_bpe {
     tk_pairmap junctions;
     int can_cut;
     word_cache cache;
+    int64_t merge_base; /* merged token id - merge index, last seen (guess_merged) */
+    void *map; /* the cache file the tables live in, or NULL */
+    size_t map_len;
 };
 
 const tk_strmap *tk_bpe_vocab(const tk_bpe *b) { return &b->vocab; }
@@ -50,24 +54,61 @@ static int lookup(const tk_bpe *b, const char *s, size_t n, int32_t *id)
     return tk_strmap_get(&b->vocab, s, n, id);
 }
 
+/* id -> token string (after the vocab is complete); -1 when ids are too sparse for a
+ * table (tk_bpe_finish_vocab reports that) or out of memory */
+static int index_ids(tk_bpe *b)
+{
+    if (b->id_tok) return 0;
+    int64_t max_id = b->vocab.n ? b->max_id : -1;
+    if (max_id >= 4 * (int64_t)b->vocab.n + 65536) return -1;
+    b->n_ids = (size_t)(max_id + 1);
+    b->id_tok = calloc(b->n_ids ? b->n_ids : 1, sizeof *b->id_tok);
+    if (!b->id_tok) return -1;
+    for (size_t i = 0; i < b->vocab.cap; i++)
+        if (b->vocab.e[i].off) b->id_tok[b->vocab.e[i].v] = b->vocab.keys + b->vocab.e[i].off - 1;
+    return 0;
+}
+
+/* the id of l + r when it is the token guessed: byte-level vocabularies number merged
+ * tokens in merge order, so id = merge index + a fixed offset, checked against the string
+ * (one sequential read instead of a hash probe) */
+static int guess_merged(tk_bpe *b, const char *l, size_t ln, const char *r, size_t rn, size_t i, int32_t *id)
+{
+    int64_t g = b->merge_base + (int64_t)i;
+    if (!b->id_tok || g < 0 || g >= (int64_t)b->n_ids) return 0;
+    const char *t = b->id_tok[g];
+    if (!t || memcmp(t, l, ln) || memcmp(t + ln, r, rn) || t[ln + rn]) return 0;
+    *id = (int32_t)g;
+    return 1;
+}
+
 /* merge i of rank i: l + r (both and their concatenation in the vocab) */
 int tk_bpe_add_merge(const tk_jctx *c, tk_bpe *b, const char *l, size_t ln, const char *r, size_t rn,
                      size_t i)
 {
     char path[64];
-    snprintf(path, sizeof path, "model.merges[%zu]", i);
     int32_t a, bb, ab;
-    if (!lookup(b, l, ln, &a)) return tk_jerr(c, path, "token '%.*s' is not in model.vocab", (int)ln, l);
-    if (!lookup(b, r, rn, &bb)) return tk_jerr(c, path, "token '%.*s' is not in model.vocab", (int)rn, r);
-    char stackbuf[256];
-    char *cat = ln + rn <= sizeof stackbuf ? stackbuf : malloc(ln + rn);
-    if (!cat) return rlx_diag_set(c->d, RLX_ERR_NOMEM, "%s: out of memory", c->origin);
-    memcpy(cat, l, ln);
-    memcpy(cat + ln, r, rn);
-    int found = lookup(b, cat, ln + rn, &ab);
-    if (cat != stackbuf) free(cat);
-    if (!found)
+    if (!lookup(b, l, ln, &a) || !lookup(b, r, rn, &bb)) {
+        int left = !lookup(b, l, ln, &a);
+        snprintf(path, sizeof path, "model.merges[%zu]", i);
+        return tk_jerr(c, path, "token '%.*s' is not in model.vocab", (int)(left ? ln : rn), left ? l : r);
+    }
+    if (i == 0) index_ids(b); /* the vocab is complete once merges come */
+    int found = guess_merged(b, l, ln, r, rn, i, &ab);
+    if (!found) {
+        char stackbuf[256];
+        char *cat = ln + rn <= sizeof stackbuf ? stackbuf : malloc(ln + rn);
+        if (!cat) return rlx_diag_set(c->d, RLX_ERR_NOMEM, "%s: out of memory", c->origin);
+        memcpy(cat, l, ln);
+        memcpy(cat + ln, r, rn);
+        found = lookup(b, cat, ln + rn, &ab);
+        if (cat != stackbuf) free(cat);
+        if (found) b->merge_base = (int64_t)ab - (int64_t)i;
+    }
+    if (!found) {
+        snprintf(path, sizeof path, "model.merges[%zu]", i);
         return tk_jerr(c, path, "merged token '%.*s%.*s' is not in model.vocab", (int)ln, l, (int)rn, r);
+    }
     size_t adv, k = ln ? ln - 1 : 0;
     while (k > 0 && ((unsigned char)l[k] & 0xC0) == 0x80) k--;
     int32_t jl = (int32_t)tk_utf8_decode(l + k, ln - k, &adv), jr = (int32_t)tk_utf8_decode(r, rn, &adv);
@@ -112,6 +153,11 @@ tk_bpe *tk_bpe_new(void)
     return b;
 }
 
+int tk_bpe_reserve(tk_bpe *b, size_t n_vocab, size_t key_bytes, size_t n_merges)
+{
+    return tk_strmap_reserve(&b->vocab, n_vocab, key_bytes) || tk_pairmap_reserve(&b->merges, n_merges);
+}
+
 int tk_bpe_add_token(tk_bpe *b, const char *k, size_t n, int32_t id)
 {
     size_t before = b->vocab.n;
@@ -130,11 +176,7 @@ int tk_bpe_finish_vocab(const tk_jctx *c, tk_bpe *b, json_t *model)
     if (max_id >= 4 * (int64_t)b->vocab.n + 65536)
         return tk_jerr(c, "model.vocab", "ids are not dense (largest id %lld for %zu tokens)", (long long)max_id,
                        b->vocab.n);
-    b->n_ids = (size_t)(max_id + 1);
-    b->id_tok = calloc(b->n_ids ? b->n_ids : 1, sizeof *b->id_tok);
-    if (!b->id_tok) goto nomem;
-    for (size_t i = 0; i < b->vocab.cap; i++)
-        if (b->vocab.e[i].k) b->id_tok[b->vocab.e[i].v] = b->vocab.e[i].k;
+    if (index_ids(b)) goto nomem;
 
     const char *unk = NULL, *pre = NULL, *suf = NULL;
     if ((rc = tk_jstr(c, model, "model", "unk_token", &unk)) ||
@@ -206,6 +248,28 @@ fail:
     return rc;
 }
 
+void tk_bpe_view(const tk_bpe *b, tk_cache_view *v)
+{
+    v->vocab = b->vocab;
+    v->merges = b->merges;
+    v->junctions = b->junctions;
+    v->max_id = b->max_id;
+}
+
+tk_bpe *tk_bpe_from_view(const tk_cache_view *v, void *map, size_t map_len)
+{
+    tk_bpe *b = tk_bpe_new();
+    if (!b) return NULL;
+    b->vocab = v->vocab;
+    b->merges = v->merges;
+    b->junctions = v->junctions;
+    b->vocab.borrowed = b->merges.borrowed = b->junctions.borrowed = 1;
+    b->max_id = v->max_id;
+    b->map = map;
+    b->map_len = map_len;
+    return b;
+}
+
 void tk_bpe_free(tk_bpe *b)
 {
     if (!b) return;
@@ -219,6 +283,7 @@ void tk_bpe_free(tk_bpe *b)
     tk_buf_free(&b->cache.keys);
     free(b->cache.ids.v);
     pthread_mutex_destroy(&b->cache.mu);
+    if (b->map) munmap(b->map, b->map_len);
     free(b);
 }
 

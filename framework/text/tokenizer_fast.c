@@ -151,6 +151,30 @@ static int str_value(const char *s, size_t n, int esc, tk_buf *tmp, const char *
     return 0;
 }
 
+/* members of the object / elements of the array at s (to size the tables before filling
+ * them); a malformed text gives a partial count, the parse then reports */
+static size_t count_items(const char *s, size_t n)
+{
+    cur c = {s, s + n};
+    ws(&c);
+    if (c.p >= c.e || (*c.p != '{' && *c.p != '[')) return 0;
+    int obj = *c.p++ == '{';
+    size_t k = 0;
+    ws(&c);
+    if (c.p < c.e && (*c.p == '}' || *c.p == ']')) return 0;
+    for (;;) {
+        if (obj) {
+            if (skip_value(&c, 1)) return k;
+            ws(&c);
+            if (c.p >= c.e || *c.p++ != ':') return k;
+        }
+        if (skip_value(&c, 1)) return k;
+        k++;
+        ws(&c);
+        if (c.p >= c.e || *c.p++ != ',') return k;
+    }
+}
+
 /* model.vocab's text: {"token": id, ...} into the BPE vocab */
 static int read_vocab(tk_bpe *b, const char *s, size_t n, tk_buf *tmp)
 {
@@ -293,10 +317,12 @@ static int find_spans(const char *buf, size_t len, size_t span[2][2])
     return span[0][1] ? 0 : -1;
 }
 
-int tk_fast_bpe(const tk_jctx *c, const char *buf, size_t len, tk_bpe **bpe, char **rest)
+int tk_fast_bpe(const tk_jctx *c, const char *buf, size_t len, tk_bpe **bpe, char **rest,
+                size_t *rest_len)
 {
     *bpe = NULL;
     *rest = NULL;
+    *rest_len = 0;
     size_t span[2][2];
     if (find_spans(buf, len, span)) return -1;
     for (int k = 0; k < 2; k++)
@@ -307,22 +333,32 @@ int tk_fast_bpe(const tk_jctx *c, const char *buf, size_t len, tk_bpe **bpe, cha
     tk_buf t1 = {0}, t2 = {0};
     tk_bpe *b = tk_bpe_new();
     int rc = -1;
-    if (!b || read_vocab(b, buf + span[0][0], span[0][1], &t1)) goto out;
+    if (!b || tk_bpe_reserve(b, count_items(buf + span[0][0], span[0][1]), span[0][1],
+                             span[1][1] ? count_items(buf + span[1][0], span[1][1]) : 0) ||
+        read_vocab(b, buf + span[0][0], span[0][1], &t1))
+        goto out;
     if (span[1][1] && read_merges(&qc, b, buf + span[1][0], span[1][1], &t1, &t2)) goto out;
-    /* the rest of the document, with the two values emptied in place (newlines kept, so
-     * that positions in jansson's messages stay those of the file) */
+    /* the rest of the document with the two values replaced by {} and []: a few KB for
+     * jansson instead of megabytes of blanks (its messages are never shown: any error
+     * sends the caller to the full parse of the file) */
+    size_t ord[2] = {0, 1}, rn = 0;
+    if (span[1][1] && span[1][0] < span[0][0]) ord[0] = 1, ord[1] = 0;
     char *r = malloc(len + 1);
     if (!r) goto out;
-    memcpy(r, buf, len);
-    r[len] = 0;
-    for (int k = 0; k < 2; k++) {
+    size_t at = 0;
+    for (int i = 0; i < 2; i++) {
+        size_t k = ord[i];
         if (!span[k][1]) continue;
-        char *v = r + span[k][0];
-        for (size_t i = 0; i < span[k][1]; i++)
-            if (v[i] != '\n') v[i] = ' ';
-        v[0] = k ? '[' : '{';
-        v[span[k][1] - 1] = k ? ']' : '}';
+        memcpy(r + rn, buf + at, span[k][0] - at);
+        rn += span[k][0] - at;
+        memcpy(r + rn, k ? "[]" : "{}", 2);
+        rn += 2;
+        at = span[k][0] + span[k][1];
     }
+    memcpy(r + rn, buf + at, len - at);
+    rn += len - at;
+    r[rn] = 0;
+    *rest_len = rn;
     *rest = r;
     *bpe = b;
     b = NULL;

@@ -44,26 +44,39 @@ static inline const char *tk_piece(const tk_pieces *ps, size_t i, size_t *len)
 
 /* ---- hash maps ---- */
 uint64_t tk_hash(const void *s, size_t n);
-/* string -> int32 (open addressing; keys copied) */
+/* string -> int32 (open addressing, load factor <= 1/2; keys copied, NUL-terminated, into
+ * one buffer). Plain data without pointers, so a table can be saved and mapped back
+ * whole (tokenizer_cache.c); borrowed: e and keys belong to such a mapping. */
 struct tk_strent {
-    char *k; /* NULL: empty slot */
-    uint32_t n;
+    uint32_t h;   /* low half of tk_hash */
+    uint32_t off; /* key offset in keys + 1; 0: empty slot */
+    uint32_t n;   /* key length */
     int32_t v;
-    uint64_t h;
 };
 typedef struct tk_strmap {
     struct tk_strent *e;
     size_t cap, n;
+    char *keys;
+    size_t keys_n, keys_cap;
+    int borrowed;
 } tk_strmap;
+/* room for n entries and key_bytes of keys (NULs included) without regrowing */
+int tk_strmap_reserve(tk_strmap *m, size_t n, size_t key_bytes);
 int tk_strmap_put(tk_strmap *m, const char *k, size_t n, int32_t v); /* replaces */
 int tk_strmap_get(const tk_strmap *m, const char *k, size_t n, int32_t *v); /* 1 found */
 void tk_strmap_free(tk_strmap *m);
 
 /* (left id, right id) -> (rank, merged id) */
+struct tk_pairent {
+    uint64_t key; /* (a << 32 | b) + 1; 0: empty */
+    int32_t rank, merged;
+};
 typedef struct tk_pairmap {
     struct tk_pairent *e;
     size_t cap, n;
+    int borrowed; /* e belongs to a cache mapping */
 } tk_pairmap;
+int tk_pairmap_reserve(tk_pairmap *m, size_t n); /* room for n entries */
 int tk_pairmap_put(tk_pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t merged);
 int tk_pairmap_get(const tk_pairmap *m, int32_t a, int32_t b, int32_t *rank, int32_t *merged);
 void tk_pairmap_free(tk_pairmap *m);
@@ -142,15 +155,18 @@ void tk_bpe_free(tk_bpe *b);
  * duplicate, -1 out of memory), finish_vocab with the model object for its options, then
  * the merges in rank order; errors name the JSON path as tk_bpe_load's do */
 tk_bpe *tk_bpe_new(void);
+/* sizes the tables for what is coming (optional: they grow anyway) */
+int tk_bpe_reserve(tk_bpe *b, size_t n_vocab, size_t key_bytes, size_t n_merges);
 int tk_bpe_add_token(tk_bpe *b, const char *k, size_t n, int32_t id);
 int tk_bpe_finish_vocab(const tk_jctx *c, tk_bpe *b, struct json_t *model);
 int tk_bpe_add_merge(const tk_jctx *c, tk_bpe *b, const char *l, size_t ln, const char *r, size_t rn,
                      size_t i);
 /* tokenizer.json's model.vocab and model.merges read without jansson: 0 and *bpe (vocab
  * and merges loaded, tk_bpe_finish_vocab still to call) and *rest (a NUL-terminated copy
- * of the file with those two values emptied, for jansson); -1: not handled, nothing
- * reported (the caller parses the whole file) */
-int tk_fast_bpe(const tk_jctx *c, const char *buf, size_t len, tk_bpe **bpe, char **rest);
+ * of the file with those two values replaced by {} and [], *rest_len bytes, for jansson);
+ * -1: not handled, nothing reported (the caller parses the whole file) */
+int tk_fast_bpe(const tk_jctx *c, const char *buf, size_t len, tk_bpe **bpe, char **rest,
+                size_t *rest_len);
 /* appends the ids of one word */
 typedef struct tk_ids {
     int32_t *v;
@@ -161,6 +177,36 @@ int tk_bpe_encode_word(tk_bpe *b, const char *w, size_t n, tk_ids *out);
 const tk_strmap *tk_bpe_vocab(const tk_bpe *b);
 /* the token strings indexed by id (NULL holes), count = max id + 1 */
 int tk_bpe_id_to_token(const tk_bpe *b, const char ***tokens, size_t *count);
+
+/* ---- binary cache of the BPE tables (tokenizer_cache.c) ---- */
+typedef struct tk_cache_key {
+    uint64_t size, hash; /* the source's length and tk_cache_hash of its bytes */
+    int64_t mtime_s, mtime_ns;
+} tk_cache_key;
+/* what a cache holds; the tables borrow their memory (a mapping or a live tk_bpe) */
+typedef struct tk_cache_view {
+    const char *rest; /* tk_fast_bpe's JSON text */
+    size_t rest_len;
+    tk_strmap vocab;
+    tk_pairmap merges, junctions;
+    int32_t max_id;
+} tk_cache_view;
+uint64_t tk_cache_hash(const void *p, size_t n);
+/* the cache file of source src; -1: caching is off (RLX_NO_CACHE) or has no folder */
+int tk_cache_path(const char *src, char *out, size_t cap);
+/* 0 and *v over a mapping (*map, *map_len) of a valid cache of the source read through
+ * src_fd (k->hash is computed here, when the header's size and mtime match); -1: none */
+int tk_cache_read(const char *cpath, int src_fd, tk_cache_key *k, tk_cache_view *v, void **map,
+                  size_t *map_len);
+/* the checks of tk_cache_read on an image in memory (key NULL: any source; check_sum 0:
+ * skip the payload checksum, for the fuzzer) */
+int tk_cache_parse(const void *img, size_t len, const tk_cache_key *key, int check_sum, tk_cache_view *v);
+/* writes v for source key k (temp file + rename); failures are logged at debug level */
+void tk_cache_write(const char *cpath, const tk_cache_key *k, const tk_cache_view *v);
+/* the tables of b as a view (rest unset), and a tk_bpe over a view's tables that unmaps
+ * map (may be NULL) when freed; tk_bpe_finish_vocab still to call */
+void tk_bpe_view(const tk_bpe *b, tk_cache_view *v);
+tk_bpe *tk_bpe_from_view(const tk_cache_view *v, void *map, size_t map_len);
 
 /* ---- decoders (tokenizer_decoder.c) ---- */
 typedef struct tk_decoder tk_decoder;

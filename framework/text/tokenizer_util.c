@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* ---------------------------------------------------------------- buffers */
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -103,15 +104,36 @@ uint64_t tk_hash(const void *s, size_t n)
     return h;
 }
 
-static int strmap_grow(tk_strmap *m)
+/* Zeroed table memory. A big table is probed at random (hundreds of thousands of inserts
+ * while loading): on huge pages those probes miss the TLB far less often. */
+static void *table_alloc(size_t n, size_t size)
 {
-    size_t nc = m->cap ? m->cap * 2 : 64;
-    struct tk_strent *e = calloc(nc, sizeof *e);
+    if (n > SIZE_MAX / size) return NULL;
+    size_t bytes = n * size;
+    if (bytes < (4u << 20)) return calloc(n, size);
+    void *p = NULL;
+    if (posix_memalign(&p, 2u << 20, bytes)) return NULL;
+    madvise(p, bytes, MADV_HUGEPAGE); /* a hint: fine if refused */
+    memset(p, 0, bytes);
+    return p;
+}
+
+/* the capacity (a power of two) keeping n entries at a load factor <= 1/2 */
+static size_t cap_for(size_t n, size_t min)
+{
+    size_t c = min;
+    while (c < 2 * n) c *= 2;
+    return c;
+}
+
+static int strmap_resize(tk_strmap *m, size_t nc)
+{
+    struct tk_strent *e = table_alloc(nc, sizeof *e);
     if (!e) return -1;
     for (size_t i = 0; i < m->cap; i++) {
-        if (!m->e[i].k) continue;
+        if (!m->e[i].off) continue;
         size_t j = m->e[i].h & (nc - 1);
-        while (e[j].k) j = (j + 1) & (nc - 1);
+        while (e[j].off) j = (j + 1) & (nc - 1);
         e[j] = m->e[i];
     }
     free(m->e);
@@ -120,23 +142,47 @@ static int strmap_grow(tk_strmap *m)
     return 0;
 }
 
+int tk_strmap_reserve(tk_strmap *m, size_t n, size_t key_bytes)
+{
+    if (m->borrowed) return -1;
+    size_t nc = cap_for(n, 64);
+    if (nc > m->cap && strmap_resize(m, nc)) return -1;
+    if (key_bytes > m->keys_cap) {
+        char *q = realloc(m->keys, key_bytes);
+        if (!q) return -1;
+        m->keys = q;
+        m->keys_cap = key_bytes;
+    }
+    return 0;
+}
+
 int tk_strmap_put(tk_strmap *m, const char *k, size_t n, int32_t v)
 {
-    if ((m->n + 1) * 2 > m->cap && strmap_grow(m)) return -1;
-    uint64_t h = tk_hash(k, n);
+    if (m->borrowed) return -1; /* a cache image is read-only */
+    if ((m->n + 1) * 2 > m->cap && strmap_resize(m, m->cap ? m->cap * 2 : 64)) return -1;
+    uint32_t h = (uint32_t)tk_hash(k, n);
     size_t j = h & (m->cap - 1);
-    while (m->e[j].k) {
-        if (m->e[j].h == h && m->e[j].n == n && memcmp(m->e[j].k, k, n) == 0) {
+    while (m->e[j].off) {
+        if (m->e[j].h == h && m->e[j].n == n && memcmp(m->keys + m->e[j].off - 1, k, n) == 0) {
             m->e[j].v = v;
             return 0;
         }
         j = (j + 1) & (m->cap - 1);
     }
-    char *c = malloc(n + 1);
-    if (!c) return -1;
-    memcpy(c, k, n);
-    c[n] = 0;
-    m->e[j] = (struct tk_strent){c, (uint32_t)n, v, h};
+    /* offsets are 32-bit, one past the key (0 marks an empty slot) */
+    if (n >= UINT32_MAX - 1 - m->keys_n) return -1;
+    if (m->keys_n + n + 1 > m->keys_cap) {
+        size_t nc = m->keys_cap ? m->keys_cap : 4096;
+        while (nc < m->keys_n + n + 1) nc *= 2;
+        char *q = realloc(m->keys, nc);
+        if (!q) return -1;
+        m->keys = q;
+        m->keys_cap = nc;
+    }
+    memcpy(m->keys + m->keys_n, k, n);
+    m->keys[m->keys_n + n] = 0;
+    m->e[j] = (struct tk_strent){h, (uint32_t)m->keys_n + 1, (uint32_t)n, v};
+    m->keys_n += n + 1;
     m->n++;
     return 0;
 }
@@ -144,10 +190,10 @@ int tk_strmap_put(tk_strmap *m, const char *k, size_t n, int32_t v)
 int tk_strmap_get(const tk_strmap *m, const char *k, size_t n, int32_t *v)
 {
     if (!m->cap) return 0;
-    uint64_t h = tk_hash(k, n);
+    uint32_t h = (uint32_t)tk_hash(k, n);
     size_t j = h & (m->cap - 1);
-    while (m->e[j].k) {
-        if (m->e[j].h == h && m->e[j].n == n && memcmp(m->e[j].k, k, n) == 0) {
+    while (m->e[j].off) {
+        if (m->e[j].h == h && m->e[j].n == n && memcmp(m->keys + m->e[j].off - 1, k, n) == 0) {
             *v = m->e[j].v;
             return 1;
         }
@@ -158,44 +204,58 @@ int tk_strmap_get(const tk_strmap *m, const char *k, size_t n, int32_t *v)
 
 void tk_strmap_free(tk_strmap *m)
 {
-    for (size_t i = 0; i < m->cap; i++) free(m->e[i].k);
-    free(m->e);
+    if (!m->borrowed) {
+        free(m->e);
+        free(m->keys);
+    }
     memset(m, 0, sizeof *m);
 }
-
-struct tk_pairent {
-    uint64_t key; /* (a << 32 | b) + 1; 0: empty */
-    int32_t rank, merged;
-};
 
 static uint64_t pair_key(int32_t a, int32_t b)
 {
     return (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
 }
 
+/* a full 64-bit mix (murmur3's finalizer): id pairs and code-point pairs are far from
+ * random, and a weak mix makes long probe runs. Changing it changes the table layout, which
+ * the tokenizer cache stores: bump its VERSION. */
 static size_t pair_slot(uint64_t k, size_t cap)
 {
-    k ^= k >> 31;
-    k *= 0x9E3779B97F4A7C15ull;
-    return (size_t)(k >> 17) & (cap - 1);
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ull;
+    k ^= k >> 33;
+    return (size_t)k & (cap - 1);
+}
+
+static int pairmap_resize(tk_pairmap *m, size_t nc)
+{
+    struct tk_pairent *e = table_alloc(nc, sizeof *e);
+    if (!e) return -1;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->e[i].key) continue;
+        size_t j = pair_slot(m->e[i].key, nc);
+        while (e[j].key) j = (j + 1) & (nc - 1);
+        e[j] = m->e[i];
+    }
+    free(m->e);
+    m->e = e;
+    m->cap = nc;
+    return 0;
+}
+
+int tk_pairmap_reserve(tk_pairmap *m, size_t n)
+{
+    if (m->borrowed) return -1;
+    size_t nc = cap_for(n, 256);
+    return nc > m->cap ? pairmap_resize(m, nc) : 0;
 }
 
 int tk_pairmap_put(tk_pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t merged)
 {
-    if ((m->n + 1) * 2 > m->cap) {
-        size_t nc = m->cap ? m->cap * 2 : 256;
-        struct tk_pairent *e = calloc(nc, sizeof *e);
-        if (!e) return -1;
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->e[i].key) continue;
-            size_t j = pair_slot(m->e[i].key, nc);
-            while (e[j].key) j = (j + 1) & (nc - 1);
-            e[j] = m->e[i];
-        }
-        free(m->e);
-        m->e = e;
-        m->cap = nc;
-    }
+    if (m->borrowed) return -1; /* a cache image is read-only */
+    if ((m->n + 1) * 2 > m->cap && pairmap_resize(m, m->cap ? m->cap * 2 : 256)) return -1;
     uint64_t k = pair_key(a, b);
     size_t j = pair_slot(k, m->cap);
     while (m->e[j].key) {
@@ -225,7 +285,7 @@ int tk_pairmap_get(const tk_pairmap *m, int32_t a, int32_t b, int32_t *rank, int
 
 void tk_pairmap_free(tk_pairmap *m)
 {
-    free(m->e);
+    if (!m->borrowed) free(m->e);
     memset(m, 0, sizeof *m);
 }
 

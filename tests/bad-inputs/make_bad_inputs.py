@@ -146,6 +146,10 @@ case("config-huge-layers", "config", "num_hidden_layers: 100000 layers, at most 
      config=dict(MICRO, num_hidden_layers=100000))
 case("config-zero-positions", "runtime", "config.json: max_position_embeddings: must be > 0, got 0",
      weights=good, config=dict(MICRO, max_position_embeddings=0))
+case("config-negative-positions", "runtime", "config.json: max_position_embeddings: must be > 0, got -4",
+     weights=good, config=dict(MICRO, max_position_embeddings=-4))
+case("config-negative-eps", "config", "config.json: rms_norm_eps: must be >= 0, got -1",
+     weights=good, config=dict(MICRO, rms_norm_eps=-1))
 
 # ---- bad files for `forward --inputs` (with good-micro)
 ind = os.path.join(HERE, "inputs")
@@ -163,3 +167,6 @@ inp("garbage", bytes(rng.randrange(256) for _ in range(512)), "header length")
 inp("truncated", good_in[: len(good_in) - 4], "past the end of the data section")
 inp("f64-ids", raw_header(hdr({"input_ids": {"dtype": "F64", "shape": [1, 3], "data_offsets": [0, 24]}})) + bytes(24),
     "tensor 'input_ids': dtype F64 is not supported")
+inp("id-past-vocab", raw_header(hdr({"input_ids": {"dtype": "I32", "shape": [1, 3], "data_offsets": [0, 12]}}))
+    + struct.pack("<3i", 1, 16, 2),
+    'input tensor "input_ids": 16 at position 1 is outside [0, 16), the rows of model.embed_tokens.weight')

@@ -294,8 +294,13 @@ typedef struct rlx_flow rlx_flow; /* opaque, see rlx.h */
 
 enum { RLX_PHASE_PREFILL = 0, RLX_PHASE_DECODE = 1, RLX_PHASE_ENCODE = 2 };
 
-/* What the host puts in a flow input a caller did not give (ABI 1.1, flow_input_fill) */
-enum { RLX_FILL_NONE = 0, RLX_FILL_ZEROS = 1, RLX_FILL_ONES = 2, RLX_FILL_IOTA = 3 /* 0, 1, … */ };
+/* What the host puts in a flow input a caller did not give (ABI 1.1, flow_input_fill).
+ * RLX_FILL_OPTIONAL: nothing; the program is built without the input (its slot is unset,
+ * so blocks emit the variant without it), one program per set of inputs given. An
+ * optional I32 input of shape [] is a build-time scalar: its value is compiled in and
+ * blocks read it as host->config_number(ctx, "input:NAME"). */
+enum { RLX_FILL_NONE = 0, RLX_FILL_ZEROS = 1, RLX_FILL_ONES = 2, RLX_FILL_IOTA = 3 /* 0, 1, … */,
+       RLX_FILL_OPTIONAL = 4 };
 
 typedef struct rlx_arch {
     uint32_t struct_size;

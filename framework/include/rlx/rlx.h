@@ -58,7 +58,7 @@ const rlx_arch *rlx_registry_arch_for(const rlx_registry *r, const char *model_t
 const rlx_arch *rlx_registry_arch_for_class(const rlx_registry *r, const char *class_name);
 const rlx_host_api *rlx_host_api_get(void);
 const char *rlx_default_plugin_dir(void);
-/* ---- added by core (issue 2) ---- */
+/* ---- added by core ---- */
 /* An arch by its own name (rlx_registry_arch_for looks up by config model_type). */
 const rlx_arch *rlx_registry_arch(const rlx_registry *r, const char *name);
 /* The backend's probe, run once per registry (thread-safe) and cached; NULL when be
@@ -148,7 +148,8 @@ typedef struct rlx_profile {
     struct { char compute[8]; char mixed[8]; } precision;
     struct {
         struct { int threads; char placement[8]; int unfuse_regions; } cpu;
-        struct { int device; int graphs; } cuda;
+        /* devices: a tensor-parallel run over these GPUs (docs/multi-gpu.md) */
+        struct { int device; int graphs; int devices[RLX_MAX_DEVICES]; int n_devices; } cuda;
     } backend;
 } rlx_profile;
 
@@ -203,6 +204,10 @@ typedef struct rlx_model_options {
      * precision.mixed ("none" | "auto"); NULL: the profile's */
     const char *precision;
     const char *mixed;
+    /* "0,1": run over these GPUs (tensor parallelism; profile backend.cuda.devices);
+     * NULL: the profile's. Validated; over several GPUs refused with one line until the
+     * GPU backends run the collectives (docs/multi-gpu.md) */
+    const char *devices;
 } rlx_model_options;
 
 void rlx_model_options_init(rlx_model_options *o);
@@ -218,7 +223,9 @@ int rlx_model_dump_flow(rlx_model *m, FILE *out, rlx_diag *d);
 int rlx_model_dump_flow_json(rlx_model *m, FILE *out, rlx_diag *d);
 int rlx_model_dump_graph(rlx_model *m, int phase, int64_t seq_len, FILE *out, rlx_diag *d);
 
-/* ctx_len: KV cache rows (0: min(max_position_embeddings, 4096)) */
+/* ctx_len: KV cache rows (0: min(max_position_embeddings, 4096)). Sessions of one model
+ * may be used from different threads (each session by one thread at a time); their
+ * steps run one after another on the model's shared programs and arena. */
 int rlx_session_new(rlx_model *m, int64_t ctx_len, rlx_session **out, rlx_diag *d);
 void rlx_session_free(rlx_session *s);
 void rlx_session_reset(rlx_session *s);
@@ -260,6 +267,34 @@ int rlx_model_from_flow(const rlx_model_spec *spec, const rlx_model_options *opt
 /* programs compiled so far (prefill buckets + decode): stays flat while decoding */
 int rlx_model_compiled_count(const rlx_model *m);
 /* ---- end graph area additions ---- */
+
+/* ---- tensor parallelism (docs/multi-gpu.md) ----
+ * The model in dir split over `ranks` ranks, Megatron-LM style, from the layout hints its
+ * blocks put on rlx.matmul: each rank is a model of its own (its slice of the weights,
+ * heads and KV cache, bound from the mmapped checkpoint; its own backend instance and
+ * threads) and runs each step on a thread of its own; the ranks' rlx.all_reduce /
+ * rlx.all_gather meet in the backend. The CPU backend runs it today (ranks are threads of
+ * this process); a backend without those ops is refused naming it. A head count that does
+ * not divide by ranks fails naming the tensor and the count (GQA kv heads fewer than
+ * ranks are replicated). Outputs are rank 0's, which equal the unsplit model's. */
+typedef struct rlx_tp rlx_tp;
+typedef struct rlx_tp_session rlx_tp_session;
+int rlx_tp_open(const char *dir, const rlx_model_options *opt, int ranks, rlx_tp **out, rlx_diag *d);
+void rlx_tp_close(rlx_tp *t);
+int rlx_tp_ranks(const rlx_tp *t);
+rlx_model *rlx_tp_model(rlx_tp *t, int rank); /* NULL outside [0, ranks) */
+/* rlx_model_forward on every rank */
+int rlx_tp_forward(rlx_tp *t, const rlx_weights *inputs, rlx_st_writer *outputs, rlx_diag *d);
+/* rlx_session_* on every rank (one KV cache slice each) */
+int rlx_tp_session_new(rlx_tp *t, int64_t ctx_len, rlx_tp_session **out, rlx_diag *d);
+void rlx_tp_session_free(rlx_tp_session *s);
+int rlx_tp_session_prefill(rlx_tp_session *s, const int32_t *ids, int64_t n, float *all_logits,
+                           float *last_logits, rlx_diag *d);
+int rlx_tp_session_decode(rlx_tp_session *s, int32_t id, float *logits, rlx_diag *d);
+/* "0,1" (a --devices argument) into out[0..n): distinct ordinals 0..RLX_MAX_DEVICES-1 in
+ * the order given; fails naming the bad entry */
+int rlx_devices_parse(const char *s, int *out, int max, int *n, rlx_diag *d);
+/* ---- end tensor parallelism ---- */
 
 /* ---------------------------------------------------------------- tokenizer */
 typedef struct rlx_tokenizer rlx_tokenizer;

@@ -13,6 +13,10 @@ extern const rlx_host_api *cpu_host;
 /* one-line diagnostic through host->diag_set; returns code */
 int cpu_fail(rlx_diag *d, int code, const char *fmt, ...) RLX_PRINTF(3, 4);
 
+/* ---- OpenBLAS, loaded on first use (cpu_blas.c) ---- */
+/* NULL once cblas_sgemm can be called, else why not (one line) */
+const char *cpu_blas_load(void);
+
 /* ---- worker pool (cpu_pool.c) ---- */
 typedef struct cpu_pool cpu_pool;
 typedef void (*cpu_task_fn)(void *arg, int64_t task, int worker);
@@ -88,6 +92,7 @@ typedef struct cpu_compile_ctx {
     const rlx_node_desc *node;
     uint32_t index;
     rlx_diag *d;
+    const cpu_isa *isa; /* the kernels the program will run with */
 } cpu_compile_ctx;
 typedef int (*cpu_prepare_fn)(const cpu_compile_ctx *c, cpu_node *nd);
 
@@ -126,12 +131,21 @@ void cpu_parallel(const cpu_run *r, int64_t n_tasks, cpu_task_fn fn, void *arg);
 #define CPU_F(r, slot) ((float *)(r)->vp[(r)->nd->in[slot]])
 #define CPU_O(r, slot) ((float *)(r)->vp[(r)->nd->out[slot]])
 
+/* cpu_prof.c: RLX_CPU_PROFILE=1 times every node; NULL when off */
+typedef struct cpu_prof cpu_prof;
+cpu_prof *cpu_prof_new(uint32_t n_nodes);
+double cpu_prof_now(void);
+void cpu_prof_add(cpu_prof *p, uint32_t node, double seconds, int last); /* last: a run ends */
+void cpu_prof_free(cpu_prof *p, const cpu_node *nodes, uint32_t n_nodes); /* logs the totals */
+
 /* prepare/run pairs, one family per file */
 #define CPU_OP(name) \
     int cpu_prep_##name(const cpu_compile_ctx *c, cpu_node *nd); \
     int cpu_run_##name(const cpu_run *r);
 /* cpu_k_matmul.c */
 CPU_OP(matmul) CPU_OP(matmul_nn) CPU_OP(linear_swiglu)
+/* cpu_k_bmm.c */
+CPU_OP(bmm)
 /* cpu_k_elementwise.c */
 CPU_OP(binary) CPU_OP(unary) CPU_OP(gated)
 /* cpu_k_norm.c */
@@ -143,6 +157,8 @@ CPU_OP(embedding) CPU_OP(cache_write) CPU_OP(transpose) CPU_OP(concat) CPU_OP(sl
 CPU_OP(last_row) CPU_OP(copy) CPU_OP(cast)
 /* cpu_k_spatial.c */
 CPU_OP(conv2d) CPU_OP(group_norm) CPU_OP(upsample)
+/* cpu_k_collective.c: all_reduce and all_gather between ranks of this process */
+CPU_OP(collective)
 #undef CPU_OP
 
 #endif

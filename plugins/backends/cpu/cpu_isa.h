@@ -3,12 +3,13 @@
  * element, so splitting a range across threads never changes a result. */
 #ifndef RLX_CPU_ISA_H
 #define RLX_CPU_ISA_H
+#include <stddef.h>
 #include <stdint.h>
 
 enum { CPU_BIN_ADD = 0, CPU_BIN_SUB = 1, CPU_BIN_MUL = 2 };
 
 typedef struct cpu_isa {
-    const char *name; /* "avx2+fma", "generic" */
+    const char *name; /* "avx512+bf16", "avx512", "avx2+fma", "generic" */
     /* y[m*ldy + n] = dot(x[m*ldx .. +K], w[n*K .. +K]) (+ bias[n]) for m < M (M <= 4),
      * n in [n0, n1): the streaming kernel for few-row matmuls. */
     void (*gemv)(const float *x, int64_t ldx, int M, int64_t K, const float *w, int64_t n0,
@@ -32,7 +33,18 @@ typedef struct cpu_isa {
     void (*f32_to_h)(int h, const float *x, uint16_t *o, int64_t n);
     void (*gemv_h)(int h, const float *x, int64_t ldx, int M, int64_t K, const uint16_t *w,
                    int64_t n0, int64_t n1, const float *bias, float *y, int64_t ldy);
+    /* Our GEMM for many rows (NULL: the backend uses OpenBLAS sgemm). wdt is the weights'
+     * dtype (0: f32, or CPU_H_*). gemm_pack packs rows [m0, m1) of x [M, K] (m0 a multiple
+     * of CPU_GEMM_MR) into xp, gemm_x_floats(wdt, M, K) floats for all rows; gemm computes
+     * y[m*ldy + n] = sum_k x[m,k] w[n*K + k] (+ bias[n]) for m in [m0, m1), n in [n0, n1),
+     * with wbuf CPU_GEMM_NR*K floats of the worker's own. */
+    size_t (*gemm_x_floats)(int wdt, int64_t M, int64_t K);
+    void (*gemm_pack)(int wdt, const float *x, int64_t M, int64_t K, int64_t m0, int64_t m1, float *xp);
+    void (*gemm)(int wdt, const float *xp, int64_t M, int64_t K, int64_t m0, int64_t m1, const void *w,
+                 int64_t n0, int64_t n1, const float *bias, float *y, int64_t ldy, float *wbuf);
 } cpu_isa;
+
+enum { CPU_GEMM_MR = 32, CPU_GEMM_NR = 12 }; /* rows of a packed panel, widest column tile */
 
 enum { CPU_H_F16 = 1, CPU_H_BF16 = 2 }; /* = RLX_F16, RLX_BF16 */
 
@@ -84,6 +96,9 @@ extern const cpu_isa cpu_isa_generic;
 #if defined(__x86_64__) || defined(__i386__)
 #define CPU_HAVE_AVX2_BUILD 1
 extern const cpu_isa cpu_isa_avx2;
+/* the AVX2 table plus the AVX-512 GEMM (vdpbf16ps for bf16 weights where the CPU has it);
+ * call only on a CPU with AVX-512 F/BW/VL/DQ */
+const cpu_isa *cpu_isa_avx512_init(void);
 #endif
 
 #endif

@@ -55,15 +55,45 @@ AI __m256 exp8(__m256 x)
     return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
 }
 
-/* One tile of the streaming kernel: M rows of x against R rows of w. Each accumulator
- * sees the same sequence of FMAs whatever M and R are, so tiling never changes a value. */
-AI void gemv_tile(const float *x, int64_t ldx, const int M, const int R, int64_t K,
-                  const float *w, int64_t n, const float *bias, float *y, int64_t ldy)
+/* 8 halves (f16: F16C; bf16: the high half of an f32) to 8 floats */
+AI __m256 load_h8(int h, const uint16_t *p)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    if (h == CPU_H_BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+    return _mm256_cvtph_ps(v);
+}
+
+AI __m256 load_h8_tail(int h, const uint16_t *p, int64_t r)
+{
+    uint16_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < r; i++) t[i] = p[i];
+    return load_h8(h, t);
+}
+
+/* 8 weights of a row at k: f32 (h == 0) or 16-bit (h a CPU_H_*), and the first r < 8 */
+AI __m256 load_w8(int h, const void *row, int64_t k)
+{
+    if (h == 0) return _mm256_loadu_ps((const float *)row + k);
+    return load_h8(h, (const uint16_t *)row + k);
+}
+
+AI __m256 load_w8_tail(int h, const void *row, int64_t k, int64_t r)
+{
+    if (h == 0) return _mm256_maskload_ps((const float *)row + k, tail_mask(r));
+    return load_h8_tail(h, (const uint16_t *)row + k, r);
+}
+
+/* One tile of the streaming kernel: M rows of x against R rows of w (f32 when h == 0,
+ * else 16-bit converted in registers). Each accumulator sees the same sequence of FMAs
+ * whatever M and R are, so tiling never changes a value. */
+AI void gemv_tile(const int h, const float *x, int64_t ldx, const int M, const int R, int64_t K,
+                  const void *w, int64_t n, const float *bias, float *y, int64_t ldy)
 {
     __m256 acc[4][8];
-    const float *wr[8];
+    const void *wr[8];
     #pragma GCC unroll 8
-    for (int r = 0; r < R; r++) wr[r] = w + (n + r) * K;
+    for (int r = 0; r < R; r++)
+        wr[r] = h ? (const void *)((const uint16_t *)w + (n + r) * K) : (const void *)((const float *)w + (n + r) * K);
     #pragma GCC unroll 8
     for (int m = 0; m < M; m++)
         #pragma GCC unroll 8
@@ -75,7 +105,7 @@ AI void gemv_tile(const float *x, int64_t ldx, const int M, const int R, int64_t
         for (int m = 0; m < M; m++) xv[m] = _mm256_loadu_ps(x + m * ldx + k);
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            __m256 wv = _mm256_loadu_ps(wr[r] + k);
+            __m256 wv = load_w8(h, wr[r], k);
             #pragma GCC unroll 8
             for (int m = 0; m < M; m++) acc[m][r] = _mm256_fmadd_ps(xv[m], wv, acc[m][r]);
         }
@@ -87,7 +117,7 @@ AI void gemv_tile(const float *x, int64_t ldx, const int M, const int R, int64_t
         for (int m = 0; m < M; m++) xv[m] = _mm256_maskload_ps(x + m * ldx + k, mk);
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            __m256 wv = _mm256_maskload_ps(wr[r] + k, mk);
+            __m256 wv = load_w8_tail(h, wr[r], k, K - k);
             #pragma GCC unroll 8
             for (int m = 0; m < M; m++) acc[m][r] = _mm256_fmadd_ps(xv[m], wv, acc[m][r]);
         }
@@ -106,8 +136,8 @@ AI void gemv_tile(const float *x, int64_t ldx, const int M, const int R, int64_t
                            int64_t n0, int64_t n1, const float *bias, float *y, int64_t ldy) \
     {                                                                                     \
         int64_t n = n0;                                                                   \
-        for (; n + RR <= n1; n += RR) gemv_tile(x, ldx, MM, RR, K, w, n, bias, y, ldy);   \
-        for (; n < n1; n++) gemv_tile(x, ldx, MM, 1, K, w, n, bias, y, ldy);              \
+        for (; n + RR <= n1; n += RR) gemv_tile(0, x, ldx, MM, RR, K, w, n, bias, y, ldy);\
+        for (; n < n1; n++) gemv_tile(0, x, ldx, MM, 1, K, w, n, bias, y, ldy);           \
     }
 GEMV_M(1, 8)
 GEMV_M(2, 4)
@@ -288,21 +318,6 @@ static void a_rms_apply(float *o, const float *x, const float *w, float r, int a
 
 /* ---- 16-bit storage ---- */
 
-/* 8 halves (f16: F16C; bf16: the high half of an f32) to 8 floats */
-AI __m256 load_h8(int h, const uint16_t *p)
-{
-    __m128i v = _mm_loadu_si128((const __m128i *)p);
-    if (h == CPU_H_BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
-    return _mm256_cvtph_ps(v);
-}
-
-AI __m256 load_h8_tail(int h, const uint16_t *p, int64_t r)
-{
-    uint16_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int64_t i = 0; i < r; i++) t[i] = p[i];
-    return load_h8(h, t);
-}
-
 /* 8 floats to 8 halves, round to nearest even (bf16: NaN kept quiet) */
 AI __m128i store_h8(int h, __m256 f)
 {
@@ -332,58 +347,14 @@ static void a_f32_to_h(int h, const float *x, uint16_t *o, int64_t n)
     for (; i < n; i++) o[i] = cpu_h_store(h, x[i]);
 }
 
-AI void gemv_tile_h(int h, const float *x, int64_t ldx, const int M, const int R, int64_t K,
-                    const uint16_t *w, int64_t n, const float *bias, float *y, int64_t ldy)
-{
-    __m256 acc[4][8];
-    const uint16_t *wr[8];
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; r++) wr[r] = w + (n + r) * K;
-    #pragma GCC unroll 8
-    for (int m = 0; m < M; m++)
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) acc[m][r] = _mm256_setzero_ps();
-    int64_t k = 0;
-    for (; k + 8 <= K; k += 8) {
-        __m256 xv[4];
-        #pragma GCC unroll 8
-        for (int m = 0; m < M; m++) xv[m] = _mm256_loadu_ps(x + m * ldx + k);
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
-            __m256 wv = load_h8(h, wr[r] + k);
-            #pragma GCC unroll 8
-            for (int m = 0; m < M; m++) acc[m][r] = _mm256_fmadd_ps(xv[m], wv, acc[m][r]);
-        }
-    }
-    if (k < K) {
-        __m256i mk = tail_mask(K - k);
-        __m256 xv[4];
-        #pragma GCC unroll 8
-        for (int m = 0; m < M; m++) xv[m] = _mm256_maskload_ps(x + m * ldx + k, mk);
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
-            __m256 wv = load_h8_tail(h, wr[r] + k, K - k);
-            #pragma GCC unroll 8
-            for (int m = 0; m < M; m++) acc[m][r] = _mm256_fmadd_ps(xv[m], wv, acc[m][r]);
-        }
-    }
-    #pragma GCC unroll 8
-    for (int m = 0; m < M; m++)
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
-            float v = hsum(acc[m][r]);
-            y[m * ldy + n + r] = bias ? v + bias[n + r] : v;
-        }
-}
-
 #define GEMV_H(HN, H, MM, RR)                                                                  \
     static void gemv_##HN##_m##MM(const float *x, int64_t ldx, int64_t K, const uint16_t *w,  \
                                   int64_t n0, int64_t n1, const float *bias, float *y,         \
                                   int64_t ldy)                                                 \
     {                                                                                          \
         int64_t n = n0;                                                                        \
-        for (; n + RR <= n1; n += RR) gemv_tile_h(H, x, ldx, MM, RR, K, w, n, bias, y, ldy);   \
-        for (; n < n1; n++) gemv_tile_h(H, x, ldx, MM, 1, K, w, n, bias, y, ldy);              \
+        for (; n + RR <= n1; n += RR) gemv_tile(H, x, ldx, MM, RR, K, w, n, bias, y, ldy);     \
+        for (; n < n1; n++) gemv_tile(H, x, ldx, MM, 1, K, w, n, bias, y, ldy);                \
     }
 GEMV_H(f16, CPU_H_F16, 1, 8)
 GEMV_H(f16, CPU_H_F16, 2, 4)
@@ -419,6 +390,6 @@ static void a_gemv_h(int h, const float *x, int64_t ldx, int M, int64_t K, const
 const cpu_isa cpu_isa_avx2 = {
     "avx2+fma", a_gemv, a_dot, a_axpy, a_scal, a_binary, a_affine,
     a_silu, a_swiglu, a_sumsq, a_maxv, a_exp_shift, a_rms_apply,
-    a_h_to_f32, a_f32_to_h, a_gemv_h,
+    a_h_to_f32, a_f32_to_h, a_gemv_h, NULL, NULL, NULL,
 };
 #endif

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-enum { U_SCALE, U_ADD_SCALAR, U_SILU, U_GELU, U_GELU_TANH, U_TANH, U_SOFTCAP };
+enum { U_SCALE, U_ADD_SCALAR, U_SILU, U_GELU, U_GELU_TANH, U_TANH, U_SOFTCAP, U_RELU, U_SIN, U_COS };
 
 #define FLAT_CHUNK(n) cpu_chunk((n), 16384, 64, 64)
 
@@ -117,6 +117,12 @@ int cpu_prep_unary(const cpu_compile_ctx *c, cpu_node *nd)
         nd->flag = U_GELU;
     } else if (strcmp(op, "gelu_tanh") == 0) {
         nd->flag = U_GELU_TANH;
+    } else if (strcmp(op, "relu") == 0) {
+        nd->flag = U_RELU;
+    } else if (strcmp(op, "sin") == 0) {
+        nd->flag = U_SIN;
+    } else if (strcmp(op, "cos") == 0) {
+        nd->flag = U_COS;
     } else {
         nd->flag = U_TANH;
     }
@@ -156,6 +162,15 @@ static void unary_task(void *arg, int64_t t, int worker)
         break;
     case U_TANH:
         for (int64_t i = 0; i < n; i++) o[i] = tanhf(x[i]);
+        break;
+    case U_RELU:
+        for (int64_t i = 0; i < n; i++) o[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        break;
+    case U_SIN:
+        for (int64_t i = 0; i < n; i++) o[i] = sinf(x[i]);
+        break;
+    case U_COS:
+        for (int64_t i = 0; i < n; i++) o[i] = cosf(x[i]);
         break;
     default:
         for (int64_t i = 0; i < n; i++) o[i] = cap * tanhf(x[i] / cap);

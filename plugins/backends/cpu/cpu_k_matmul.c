@@ -1,5 +1,6 @@
 /* Matmuls. Few rows (M <= 4, decode): our streaming kernel, parallel over N. More rows:
- * OpenBLAS sgemm (one thread) on slices of N (or M), one slice per task. Slices depend
+ * our GEMM where the ISA table has one (x packed once per block of rows, weights read as stored),
+ * else OpenBLAS sgemm (one thread) on slices of N (or M), one slice per task. Slices depend
  * on the shape only, so a value is computed the same way whatever the thread count.
  * 16-bit operands (matmul, linear_swiglu): weights are read as stored by the streaming
  * kernel (converted in registers, f32 accumulation); for sgemm each task converts its
@@ -11,6 +12,9 @@
 #include <string.h>
 
 #define GEMV_MAX_M 4
+/* our GEMM packs x this many rows at a time: the packed copy stays 512·K floats
+ * whatever the prompt length (a multiple of CPU_GEMM_MR) */
+#define OWN_ROWS 512
 
 typedef struct mm_plan {
     int split_n;   /* 1: tasks are column slices, 0: row slices */
@@ -18,7 +22,7 @@ typedef struct mm_plan {
     int64_t n_tasks;
 } mm_plan;
 
-static mm_plan plan_of(int64_t M, int64_t N, int64_t K)
+static mm_plan plan_of(int64_t M, int64_t N, int64_t K, int own)
 {
     mm_plan p = {1, N > 0 ? N : 1, 1};
     if (M <= GEMV_MAX_M) {
@@ -26,14 +30,22 @@ static mm_plan plan_of(int64_t M, int64_t N, int64_t K)
     } else if ((double)M * (double)N * (double)K < 64.0 * 64 * 64) {
         p.chunk = N > 0 ? N : 1; /* too small to split */
     } else if (N >= 256) {
-        p.chunk = cpu_chunk(N, 128, 16, 16);
+        /* our GEMM: whole column tiles per task */
+        p.chunk = own ? cpu_chunk(N, 96, 16, CPU_GEMM_NR) : cpu_chunk(N, 128, 16, 16);
     } else if (M >= 64) {
         p.split_n = 0;
-        p.chunk = cpu_chunk(M, 32, 16, 8);
+        /* our GEMM: whole packed row panels per task */
+        p.chunk = own ? cpu_chunk(M, CPU_GEMM_MR, 16, CPU_GEMM_MR) : cpu_chunk(M, 32, 16, 8);
     }
     int64_t extent = p.split_n ? N : M;
     p.n_tasks = extent > 0 ? (extent + p.chunk - 1) / p.chunk : 0;
     return p;
+}
+
+/* our GEMM (not OpenBLAS) for this node: x·wᵀ with enough rows, where the ISA has one */
+static int own_gemm(const cpu_isa *isa, const cpu_node *nd, int nn)
+{
+    return !nn && isa->gemm && nd->M > GEMV_MAX_M;
 }
 
 /* x [..., K] (flattened to M rows), w [N, K] or [K, N], output [..., N] */
@@ -69,12 +81,16 @@ static int prep_common(const cpu_compile_ctx *c, cpu_node *nd, int transposed_w,
         o->shape.dims[o->shape.ndim - 1] != nd->N)
         return cpu_bad(c, "output must be [..., %lld] with %lld elements", (long long)nd->N,
                        (long long)(nd->M * nd->N));
-    /* f32 copies of a 16-bit x and output; per worker, a weight slice in f32 for sgemm */
+    /* f32 copies of a 16-bit x and output (and x packed for our GEMM); per worker, the
+     * weights in f32: a slice for sgemm, or one column tile for our GEMM */
     nd->shared_floats = (size_t)((nd->dt[0] != RLX_F32 ? nd->M * nd->K : 0) +
                                  (nd->dt[3] != RLX_F32 ? nd->M * nd->N : 0));
+    int own = own_gemm(c->isa, nd, !transposed_w);
+    int64_t rows = own && nd->M > OWN_ROWS ? OWN_ROWS : nd->M; /* rows of one GEMM call */
+    if (own) nd->shared_floats += c->isa->gemm_x_floats(nd->dt[1], rows, nd->K);
     if (nd->dt[1] != RLX_F32 && nd->M > GEMV_MAX_M) {
-        mm_plan p = plan_of(nd->M, nd->N, nd->K);
-        nd->scratch_floats = (size_t)((p.split_n ? p.chunk : nd->N) * nd->K);
+        mm_plan p = plan_of(rows, nd->N, nd->K, own);
+        nd->scratch_floats = (size_t)(own ? CPU_GEMM_NR * nd->K : (p.split_n ? p.chunk : nd->N) * nd->K);
     }
     return 0;
 }
@@ -99,8 +115,10 @@ int cpu_prep_matmul_nn(const cpu_compile_ctx *c, cpu_node *nd)
 int cpu_prep_linear_swiglu(const cpu_compile_ctx *c, cpu_node *nd)
 {
     if (cpu_need(c, 3, 3, 1) || prep_common(c, nd, 1, 2)) return RLX_ERR_INVALID;
-    mm_plan p = plan_of(nd->M, nd->N, nd->K);
-    nd->scratch_floats += (size_t)(p.split_n ? nd->M * p.chunk : p.chunk * nd->N);
+    int own = own_gemm(c->isa, nd, 0);
+    int64_t rows = own && nd->M > OWN_ROWS ? OWN_ROWS : nd->M;
+    mm_plan p = plan_of(rows, nd->N, nd->K, own);
+    nd->scratch_floats += (size_t)(p.split_n ? rows * p.chunk : p.chunk * nd->N);
     return 0;
 }
 
@@ -143,8 +161,28 @@ typedef struct mm_job {
     const void *w, *w2;
     const float *bias;
     float *y;
-    int nn; /* matmul_nn */
+    int nn;          /* matmul_nn */
+    const float *xp; /* rows [r0, r0+rows) of x packed for our GEMM (NULL: OpenBLAS) */
+    int64_t r0, rows;
 } mm_job;
+
+/* our GEMM on rows [m0, m1) of the packed block, columns [n0, n1) (matmul, linear_swiglu) */
+static void own_task(const mm_job *j, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *ws)
+{
+    const cpu_node *nd = j->r->nd;
+    const cpu_isa *isa = j->r->be->isa;
+    int64_t M = j->rows, N = nd->N, K = nd->K;
+    int wdt = nd->dt[1];
+    float *wbuf = ws, *up = ws + (wdt != RLX_F32 ? CPU_GEMM_NR * K : 0), *y = j->y + j->r0 * N;
+    isa->gemm(wdt, j->xp, M, K, m0, m1, j->w, n0, n1, j->bias, y, N, wbuf);
+    if (!j->w2) return;
+    /* linear_swiglu: up [m1-m0, n1-n0] into this worker's scratch, then combine */
+    int64_t w = n1 - n0;
+    size_t es = wdt == RLX_F32 ? 4 : 2;
+    isa->gemm(wdt, j->xp, M, K, m0, m1, (const char *)j->w2 + (size_t)(n0 * K) * es, 0, w, NULL, up - m0 * w, w,
+              wbuf);
+    for (int64_t m = m0; m < m1; m++) isa->swiglu(y + m * N + n0, y + m * N + n0, up + (m - m0) * w, w);
+}
 
 static void mm_task(void *arg, int64_t t, int worker)
 {
@@ -153,8 +191,14 @@ static void mm_task(void *arg, int64_t t, int worker)
     const cpu_isa *isa = j->r->be->isa;
     int64_t M = nd->M, N = nd->N, K = nd->K;
     int gemv = M <= GEMV_MAX_M, wdt = nd->dt[1];
-    int64_t lo = t * j->p.chunk, ext = j->p.split_n ? N : M;
+    int64_t lo = t * j->p.chunk, ext = j->p.split_n ? N : j->xp ? j->rows : M;
     int64_t hi = lo + j->p.chunk < ext ? lo + j->p.chunk : ext;
+    if (j->xp) {
+        float *ws = j->r->scratch + (size_t)worker * j->r->scratch_stride;
+        if (j->p.split_n) own_task(j, 0, j->rows, lo, hi, ws);
+        else own_task(j, lo, hi, 0, N, ws);
+        return;
+    }
     if (j->nn) {
         const float *w = j->w;
         if (j->p.split_n)
@@ -191,13 +235,30 @@ static void mm_task(void *arg, int64_t t, int worker)
     }
 }
 
+typedef struct pack_job {
+    const cpu_run *r;
+    const float *x; /* the block's first row */
+    int64_t rows;
+    float *xp;
+} pack_job;
+
+static void pack_task(void *arg, int64_t t, int worker)
+{
+    (void)worker;
+    pack_job *j = arg;
+    const cpu_node *nd = j->r->nd;
+    int64_t m0 = t * CPU_GEMM_MR;
+    j->r->be->isa->gemm_pack(nd->dt[1], j->x, j->rows, nd->K, m0, m0 + CPU_GEMM_MR, j->xp);
+}
+
 static int run_mm(const cpu_run *r, int nn, int two)
 {
     const cpu_node *nd = r->nd;
     if (nd->M == 0 || nd->N == 0) return 0;
-    mm_job j = {r, plan_of(nd->M, nd->N, nd->K), CPU_F(r, 0), r->vp[nd->in[1]],
+    int own = own_gemm(r->be->isa, nd, nn);
+    mm_job j = {r, plan_of(nd->M, nd->N, nd->K, own), CPU_F(r, 0), r->vp[nd->in[1]],
                 two ? r->vp[nd->in[2]] : NULL, nd->bias_in >= 0 ? (const float *)r->vp[nd->bias_in] : NULL,
-                CPU_O(r, 0), nn};
+                CPU_O(r, 0), nn, NULL, 0, nd->M};
     if (nn && nd->K == 0) {
         memset(j.y, 0, (size_t)(nd->M * nd->N) * sizeof(float));
         return 0;
@@ -208,8 +269,22 @@ static int run_mm(const cpu_run *r, int nn, int two)
         j.x = sh;
         sh += nd->M * nd->K;
     }
-    if (nd->dt[3] != RLX_F32) j.y = sh;
-    cpu_parallel(r, j.p.n_tasks, mm_task, &j);
+    if (nd->dt[3] != RLX_F32) {
+        j.y = sh;
+        sh += nd->M * nd->N;
+    }
+    if (own) { /* blocks of OWN_ROWS rows: x packed once per block (panels in parallel), then the GEMM */
+        for (j.r0 = 0; j.r0 < nd->M; j.r0 += OWN_ROWS) {
+            j.rows = nd->M - j.r0 < OWN_ROWS ? nd->M - j.r0 : OWN_ROWS;
+            pack_job pj = {r, j.x + j.r0 * nd->K, j.rows, sh};
+            cpu_parallel(r, (j.rows + CPU_GEMM_MR - 1) / CPU_GEMM_MR, pack_task, &pj);
+            j.xp = sh;
+            j.p = plan_of(j.rows, nd->N, nd->K, 1);
+            cpu_parallel(r, j.p.n_tasks, mm_task, &j);
+        }
+    } else {
+        cpu_parallel(r, j.p.n_tasks, mm_task, &j);
+    }
     if (nd->dt[3] != RLX_F32) cpu_from_f32(r, nd->dt[3], j.y, r->vp[nd->out[0]], nd->M * nd->N);
     return 0;
 }

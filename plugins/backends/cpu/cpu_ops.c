@@ -9,6 +9,7 @@ static const cpu_op_def op_table[] = {
     {"rlx.embedding", cpu_prep_embedding, cpu_run_embedding},
     {"rlx.matmul", cpu_prep_matmul, cpu_run_matmul},
     {"rlx.matmul_nn", cpu_prep_matmul_nn, cpu_run_matmul_nn},
+    {"rlx.bmm", cpu_prep_bmm, cpu_run_bmm},
     {"rlx.add", cpu_prep_binary, cpu_run_binary},
     {"rlx.sub", cpu_prep_binary, cpu_run_binary},
     {"rlx.mul", cpu_prep_binary, cpu_run_binary},
@@ -18,6 +19,9 @@ static const cpu_op_def op_table[] = {
     {"rlx.gelu", cpu_prep_unary, cpu_run_unary},
     {"rlx.gelu_tanh", cpu_prep_unary, cpu_run_unary},
     {"rlx.tanh", cpu_prep_unary, cpu_run_unary},
+    {"rlx.relu", cpu_prep_unary, cpu_run_unary},
+    {"rlx.sin", cpu_prep_unary, cpu_run_unary},
+    {"rlx.cos", cpu_prep_unary, cpu_run_unary},
     {"rlx.softcap", cpu_prep_unary, cpu_run_unary},
     {"rlx.softmax", cpu_prep_softmax, cpu_run_softmax},
     {"rlx.rms_norm", cpu_prep_rms_norm, cpu_run_rms_norm},
@@ -38,6 +42,8 @@ static const cpu_op_def op_table[] = {
     {"rlx.geglu_tanh", cpu_prep_gated, cpu_run_gated},
     {"rlx.add_rms_norm", cpu_prep_add_rms_norm, cpu_run_add_rms_norm},
     {"rlx.linear_swiglu", cpu_prep_linear_swiglu, cpu_run_linear_swiglu},
+    {"rlx.all_reduce", cpu_prep_collective, cpu_run_collective},
+    {"rlx.all_gather", cpu_prep_collective, cpu_run_collective},
 };
 
 #define N_OPS (sizeof op_table / sizeof op_table[0])
@@ -150,7 +156,7 @@ int cpu_need_float(const cpu_compile_ctx *c, const rlx_value_desc *v, const char
  *  - matmul, linear_swiglu: x, weights and output each f32, f16 or bf16; bias f32;
  *  - embedding: table and output each f32, f16 or bf16;
  *  - attention: q, k, v, output each f32, f16 or bf16; mask f32;
- *  - data movement (cache_write, transpose, concat, slice, last_row, copy): any one
+ *  - data movement (cache_write, transpose, concat, slice, last_row, copy, all_gather): any one
  *    dtype for all operands; cast: anything;
  *  - the rest: f32. */
 int cpu_supports_op(const rlx_node_desc *n, const rlx_value_desc *vals)
@@ -158,7 +164,7 @@ int cpu_supports_op(const rlx_node_desc *n, const rlx_value_desc *vals)
     if (!n || !n->op || !cpu_op_find(n->op)) return 0;
     static const char *const any_in[] = {"rlx.matmul", "rlx.linear_swiglu", "rlx.embedding", "rlx.attention", NULL};
     static const char *const same[] = {"rlx.cache_write", "rlx.transpose", "rlx.concat", "rlx.slice",
-                                       "rlx.last_row", "rlx.copy", NULL};
+                                       "rlx.last_row", "rlx.copy", "rlx.all_gather", NULL};
     if (!strcmp(n->op, "rlx.cast")) return 1;
     int kind = 0;
     for (int i = 0; any_in[i]; i++) if (!strcmp(n->op, any_in[i])) kind = 1;

@@ -67,17 +67,22 @@ static int query_topology(rlx_topology *t, int threads, const char *placement)
 static const cpu_isa *pick_isa(const char **why)
 {
     const char *env = getenv("RLX_CPU_ISA");
-    int have_avx2 = 0;
+    int have_avx2 = 0, have_avx512 = 0;
 #ifdef CPU_HAVE_AVX2_BUILD
     __builtin_cpu_init();
     have_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                 __builtin_cpu_supports("f16c");
+    have_avx512 = have_avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
 #endif
     *why = NULL;
     if (env && strcmp(env, "generic") == 0) return &cpu_isa_generic;
-    if (env && *env && strcmp(env, "avx2") != 0 && strcmp(env, "auto") != 0)
-        *why = "RLX_CPU_ISA is not one of generic, avx2, auto: using auto";
+    if (env && *env && strcmp(env, "avx2") != 0 && strcmp(env, "avx512") != 0 && strcmp(env, "auto") != 0)
+        *why = "RLX_CPU_ISA is not one of generic, avx2, avx512, auto: using auto";
 #ifdef CPU_HAVE_AVX2_BUILD
+    if (have_avx512 && !(env && strcmp(env, "avx2") == 0)) return cpu_isa_avx512_init();
+    if (env && strcmp(env, "avx512") == 0 && !have_avx512 && have_avx2)
+        *why = "RLX_CPU_ISA=avx512 but this CPU lacks AVX-512 F/BW/VL/DQ: using avx2";
     if (have_avx2) return &cpu_isa_avx2;
 #endif
     if (env && strcmp(env, "avx2") == 0) *why = "RLX_CPU_ISA=avx2 but this CPU lacks AVX2/FMA/F16C";
@@ -137,7 +142,7 @@ static int cpu_probe(rlx_backend_probe *out)
     out->available = 1;
     out->n_devices = 1;
     snprintf(out->devices[0], sizeof out->devices[0], "cpu: %d core%s, %s", t.cores,
-             plural(t.cores), isa == &cpu_isa_generic ? "portable C kernels" : "AVX2+FMA");
+             plural(t.cores), isa == &cpu_isa_generic ? "portable C kernels" : isa->name);
     char pl[512];
     placement_line(&t, t.n_workers, pl, sizeof pl);
     out->details[0] = 0;
@@ -169,6 +174,9 @@ static int cpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
         strcmp(placement, "none") != 0)
         return cpu_fail(d, RLX_ERR_INVALID,
                         "cpu: backend.cpu.placement \"%s\" is not one of cores, pus, none", placement);
+
+    const char *blas = cpu_blas_load();
+    if (blas) return cpu_fail(d, RLX_ERR_DEVICE, "cpu: %s", blas);
 
     rlx_topology t;
     query_topology(&t, threads, placement);
@@ -237,11 +245,13 @@ typedef struct cpu_exe {
     float *shared;
     uint32_t n_values;
     uint8_t *nonempty; /* per value: numel > 0 (its pointer must be set) */
+    cpu_prof *prof;
 } cpu_exe;
 
 static void exe_free(cpu_exe *x)
 {
     if (!x) return;
+    cpu_prof_free(x->prof, x->nodes, x->n_nodes);
     free(x->nodes);
     free(x->scratch);
     free(x->shared);
@@ -306,7 +316,7 @@ static int cpu_compile(void *bep, const rlx_program *prog, void **out, rlx_diag 
         for (uint32_t k = 0; k < CPU_MAX_IN; k++) nd->in[k] = k < n->n_inputs ? n->inputs[k] : -1;
         for (uint32_t k = 0; k < 2; k++) nd->out[k] = k < n->n_outputs ? n->outputs[k] : -1;
         nd->pos_in = nd->mask_in = nd->bias_in = -1;
-        cpu_compile_ctx cc = {prog, n, i, d};
+        cpu_compile_ctx cc = {prog, n, i, d, be->isa};
         int rc = def->prepare(&cc, nd);
         if (rc) {
             exe_free(x);
@@ -333,6 +343,7 @@ static int cpu_compile(void *bep, const rlx_program *prog, void **out, rlx_diag 
         }
         x->scratch = p;
     }
+    x->prof = cpu_prof_new(x->n_nodes);
     *out = x;
     return 0;
 }
@@ -362,7 +373,9 @@ static int cpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d)
         }
         if (rc) break;
         cpu_run r = {be, nd, vp, x->scratch, x->scratch_stride, d, x->shared};
+        double t0 = x->prof ? cpu_prof_now() : 0;
         rc = nd->fn(&r);
+        if (x->prof) cpu_prof_add(x->prof, i, cpu_prof_now() - t0, i + 1 == x->n_nodes);
     }
     if (rebound) pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
     pthread_mutex_unlock(&be->exec_mu);

@@ -37,7 +37,9 @@ enum gpu_op {
     OP_SILU, OP_GELU, OP_GELU_TANH, OP_TANH, OP_SOFTCAP, OP_SOFTMAX, OP_RMS_NORM,
     OP_LAYER_NORM, OP_ROPE, OP_ATTENTION, OP_CACHE_WRITE, OP_TRANSPOSE, OP_CONCAT, OP_SLICE,
     OP_LAST_ROW, OP_COPY, OP_CAST, OP_SWIGLU, OP_GEGLU_TANH, OP_ADD_RMS_NORM, OP_LINEAR_SWIGLU,
-    OP_CONV2D, OP_GROUP_NORM, OP_UPSAMPLE, OP_COUNT
+    OP_CONV2D, OP_GROUP_NORM, OP_UPSAMPLE,
+    OP_BMM, OP_RELU, OP_SIN, OP_COS, /* k_bmm.cu */
+    OP_COUNT
 };
 
 static const char *const op_names[OP_COUNT + 1] = {
@@ -46,7 +48,8 @@ static const char *const op_names[OP_COUNT + 1] = {
     "rlx.softcap", "rlx.softmax", "rlx.rms_norm", "rlx.layer_norm", "rlx.rope",
     "rlx.attention", "rlx.cache_write", "rlx.transpose", "rlx.concat", "rlx.slice",
     "rlx.last_row", "rlx.copy", "rlx.cast", "rlx.swiglu", "rlx.geglu_tanh", "rlx.add_rms_norm",
-    "rlx.linear_swiglu", "rlx.conv2d", "rlx.group_norm", "rlx.upsample_nearest2d", NULL};
+    "rlx.linear_swiglu", "rlx.conv2d", "rlx.group_norm", "rlx.upsample_nearest2d",
+    "rlx.bmm", "rlx.relu", "rlx.sin", "rlx.cos", NULL};
 
 static const char *const dtype_names[] = {"f32", NULL};
 
@@ -265,6 +268,22 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
     case OP_SOFTMAX:
         st->n = last_dim(x);
         st->rows = st->n ? numel(x) / st->n : 0;
+        break;
+    case OP_BMM:
+        st->i0 = attr_int(nd, "trans_b", 1) != 0;
+        if (x->shape.ndim != 3 || in1->shape.ndim != 3 || y->shape.ndim != 3 ||
+            in1->shape.dims[0] != x->shape.dims[0] || in1->shape.dims[st->i0 ? 2 : 1] != x->shape.dims[2])
+            FAIL(RLX_ERR_INVALID, "a, b are not [B,M,K], [B,N,K] (trans_b) or [B,K,N]");
+        st->nb = x->shape.dims[0];
+        st->rows = x->shape.dims[1];
+        st->k = x->shape.dims[2];
+        st->n = in1->shape.dims[st->i0 ? 1 : 2];
+        break;
+    case OP_RELU:
+    case OP_SIN:
+    case OP_COS:
+        st->n = numel(x);
+        st->i0 = st->op == OP_RELU ? GM_RELU : st->op == OP_SIN ? GM_SIN : GM_COS;
         break;
     case OP_RMS_NORM:
     case OP_LAYER_NORM:
@@ -749,6 +768,14 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
         break;
     case OP_SOFTMAX:
         gpu_softmax(s, a, y, st->rows, st->n);
+        break;
+    case OP_BMM:
+        gpu_bmm(s, st->i0, a, b, y, st->nb, st->rows, st->n, st->k);
+        break;
+    case OP_RELU:
+    case OP_SIN:
+    case OP_COS:
+        gpu_map(s, st->i0, a, y, st->n);
         break;
     case OP_RMS_NORM:
         gpu_rms_norm(s, a, NULL, b, NULL, y, st->rows, st->n, st->f0, st->i0);

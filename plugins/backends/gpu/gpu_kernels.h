@@ -60,4 +60,11 @@ void gpu_attention(gpuStream_t s, const gpu_attn *a);
 void gpu_gemm(gpuStream_t s, int b_nk, const float *a, const float *b, float *c, int64_t M,
               int64_t N, int64_t K);
 
+/* k_bmm.cu: c[z] = a[z]·b[z]ᵀ (tb, b [B,N,K]) or a[z]·b[z] (b [B,K,N]) for z < B;
+ * y = relu / sin / cos of x */
+enum gpu_map_op { GM_RELU, GM_SIN, GM_COS };
+void gpu_bmm(gpuStream_t s, int tb, const float *a, const float *b, float *c, int64_t B, int64_t M, int64_t N,
+             int64_t K);
+void gpu_map(gpuStream_t s, int op, const float *x, float *y, int64_t n);
+
 #endif

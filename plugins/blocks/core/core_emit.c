@@ -160,6 +160,12 @@ int32_t blk_layer_norm(const blk_em *e, int32_t x, const char *weight, const cha
 int32_t blk_linear(const blk_em *e, int32_t x, const char *weight, const char *bias,
                    int64_t out_features, int optional_bias)
 {
+    return blk_linear_tp(e, x, weight, bias, out_features, optional_bias, NULL, 0);
+}
+
+int32_t blk_linear_tp(const blk_em *e, int32_t x, const char *weight, const char *bias,
+                      int64_t out_features, int optional_bias, const char *tp, int64_t unit)
+{
     int64_t k;
     if (blk_last_dim(e, x, &k, NULL) < 0) return -1;
     int32_t in[3] = {x, -1, -1};
@@ -185,7 +191,8 @@ int32_t blk_linear(const blk_em *e, int32_t x, const char *weight, const char *b
         if (in[2] >= 0) n = 3;
         else if (!optional_bias) return -1;
     }
-    return e->h->emit_op(e->c, "rlx.matmul", in, n, NULL, 0);
+    rlx_attr at[2] = {RLX_ATTR_S("tp", tp), RLX_ATTR_I("tp_unit", unit > 0 ? unit : 1)};
+    return e->h->emit_op(e->c, "rlx.matmul", in, n, tp ? at : NULL, tp ? 2 : 0);
 }
 
 /* down(act(g) * u), the tail every gated MLP shares */
@@ -196,7 +203,7 @@ static int32_t gated_tail(const blk_em *e, int32_t g, int32_t u, const char *dow
     if (blk_direct(e)) a = blk_op2(e, act_mul_op, g, u);
     else a = blk_op2(e, "rlx.mul", blk_op1(e, act_op, g), u);
     if (a < 0) return -1;
-    return blk_linear(e, a, down, down_bias, h, 0);
+    return blk_linear_tp(e, a, down, down_bias, h, 0, "row", 1);
 }
 
 int32_t blk_gated_mlp(const blk_em *e, int32_t x, const char *prefix, int64_t intermediate,
@@ -212,8 +219,8 @@ int32_t blk_gated_mlp(const blk_em *e, int32_t x, const char *prefix, int64_t in
         return -1;
     int64_t h;
     if (blk_last_dim(e, x, &h, NULL) < 0) return -1;
-    int32_t g = blk_linear(e, x, wg, bias ? bg : NULL, intermediate, 0);
-    int32_t u = blk_linear(e, x, wu, bias ? bu : NULL, intermediate, 0);
+    int32_t g = blk_linear_tp(e, x, wg, bias ? bg : NULL, intermediate, 0, "col", 1);
+    int32_t u = blk_linear_tp(e, x, wu, bias ? bu : NULL, intermediate, 0, "col", 1);
     return gated_tail(e, g, u, wd, bias ? bd : NULL, h, act_mul_op, act_op);
 }
 
@@ -266,19 +273,20 @@ int32_t blk_gelu_ffn(const blk_em *e, int32_t x, const char *up, const char *up_
 }
 
 /* x·Wᵀ of prefix+proj ("q_proj.weight"), with its bias when the attention has biases */
-static int32_t attn_proj(const blk_em *e, int32_t x, const blk_attn_args *a, const char *proj, int64_t out)
+static int32_t attn_proj(const blk_em *e, int32_t x, const blk_attn_args *a, const char *proj, int64_t out,
+                         const char *tp)
 {
     char w[BLK_NAME_MAX], b[BLK_NAME_MAX];
     if (blk_join(e, w, a->prefix, proj) < 0) return -1;
     snprintf(b, sizeof b, "%.*s.bias", (int)(strlen(w) - strlen(".weight")), w);
-    return blk_linear(e, x, w, a->bias ? b : NULL, out, 0);
+    return blk_linear_tp(e, x, w, a->bias ? b : NULL, out, 0, tp, a->head_dim);
 }
 
 /* q, k or v: columns [lo, hi) of the fused projection qkv, else its own projection */
 static int32_t attn_part(const blk_em *e, int32_t x, const blk_attn_args *a, int32_t qkv, const char *proj,
-                         int64_t lo, int64_t hi)
+                         int64_t lo, int64_t hi, const char *tp)
 {
-    return a->qkv ? blk_slice_last(e, qkv, lo, hi) : attn_proj(e, x, a, proj, hi - lo);
+    return a->qkv ? blk_slice_last(e, qkv, lo, hi) : attn_proj(e, x, a, proj, hi - lo, tp);
 }
 
 /* a projection [T, heads·d] reshaped to heads, optionally normed, then rotated (the
@@ -350,13 +358,15 @@ int32_t blk_self_attention(const blk_em *e, int32_t x, const blk_attn_args *a)
         rot = 2 * half == a->head_dim ? 0 : 2 * half;
     }
     int64_t nq = a->num_heads * a->head_dim, nkv = a->num_kv_heads * a->head_dim;
-    int32_t qkv = a->qkv ? attn_proj(e, x, a, a->qkv, nq + 2 * nkv) : -1;
+    /* tensor parallelism: q over heads, k/v over kv heads (replicated when fewer than
+     * ranks); a fused qkv projection stays whole (the partition leaves o_proj whole too) */
+    int32_t qkv = a->qkv ? attn_proj(e, x, a, a->qkv, nq + 2 * nkv, NULL) : -1;
     if (a->qkv && qkv < 0) return -1;
-    int32_t q = attn_heads(e, attn_part(e, x, a, qkv, "q_proj.weight", 0, nq), a,
+    int32_t q = attn_heads(e, attn_part(e, x, a, qkv, "q_proj.weight", 0, nq, "col"), a,
                            a->qk_norm ? "q_norm.weight" : NULL, a->num_heads, rope, rot, positions, inv_freq);
-    int32_t k = attn_heads(e, attn_part(e, x, a, qkv, "k_proj.weight", nq, nq + nkv), a,
+    int32_t k = attn_heads(e, attn_part(e, x, a, qkv, "k_proj.weight", nq, nq + nkv, "col_rep"), a,
                            a->qk_norm ? "k_norm.weight" : NULL, a->num_kv_heads, rope, rot, positions, inv_freq);
-    int32_t v = attn_heads(e, attn_part(e, x, a, qkv, "v_proj.weight", nq + nkv, nq + 2 * nkv), a, NULL,
+    int32_t v = attn_heads(e, attn_part(e, x, a, qkv, "v_proj.weight", nq + nkv, nq + 2 * nkv, "col_rep"), a, NULL,
                            a->num_kv_heads, 0, 0, -1, -1);
     if (q < 0 || k < 0 || v < 0) return -1;
     if (a->cache) {
@@ -382,7 +392,7 @@ int32_t blk_self_attention(const blk_em *e, int32_t x, const blk_attn_args *a)
         blk_join(e, bo, a->prefix, "o_proj.bias") < 0)
         return -1;
     /* HF llama gives o_proj the same bias flag as q/k/v */
-    return blk_linear(e, o, wo, a->bias ? bo : NULL, a->hidden, 0);
+    return blk_linear_tp(e, o, wo, a->bias ? bo : NULL, a->hidden, 0, "row", 1);
 }
 
 int blk_prenorm_layer(const blk_em *e, const blk_prenorm_args *L)
@@ -402,7 +412,10 @@ int blk_prenorm_layer(const blk_em *e, const blk_prenorm_args *L)
 
 int blk_lm_head(const blk_em *e, int32_t x, int32_t w, double cap, const char *out_name)
 {
-    int32_t y = blk_op2(e, "rlx.matmul", x, w);
+    /* vocab-parallel under tensor parallelism: each rank a slice of rows, then gathered */
+    int32_t in[2] = {x, w};
+    rlx_attr hint[] = {RLX_ATTR_S("tp", "vocab"), RLX_ATTR_I("tp_unit", 1)};
+    int32_t y = x < 0 || w < 0 ? -1 : e->h->emit_op(e->c, "rlx.matmul", in, 2, hint, 2);
     if (y >= 0 && cap > 0) {
         rlx_attr at[] = {RLX_ATTR_F("cap", cap)};
         y = e->h->emit_op(e->c, "rlx.softcap", &y, 1, at, 1);

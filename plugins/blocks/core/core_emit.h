@@ -49,6 +49,13 @@ int32_t blk_layer_norm(const blk_em *e, int32_t x, const char *weight, const cha
 /* x·wᵀ (+ bias, optional tensor name or NULL); out_features < 0: not checked */
 int32_t blk_linear(const blk_em *e, int32_t x, const char *weight, const char *bias,
                    int64_t out_features, int optional_bias);
+/* blk_linear with a tensor-parallel layout hint on the rlx.matmul (docs/OPS.md): tp
+ * "col" (output features split over ranks in whole units of unit rows, e.g. heads of
+ * head_dim), "col_rep" (the same, units replicated when fewer than ranks: GQA kv heads),
+ * "row" (input features split: partial sums, all-reduced), "vocab" (col, gathered);
+ * NULL: none */
+int32_t blk_linear_tp(const blk_em *e, int32_t x, const char *weight, const char *bias,
+                      int64_t out_features, int optional_bias, const char *tp, int64_t unit);
 /* down(act(gate(x)) * up(x)); prefix holds gate_proj/up_proj/down_proj. Under "direct"
  * the fused op (act_mul_op, e.g. rlx.swiglu) replaces rlx.mul of act_op (e.g. rlx.silu). */
 int32_t blk_gated_mlp(const blk_em *e, int32_t x, const char *prefix, int64_t intermediate,
@@ -101,7 +108,8 @@ typedef struct blk_prenorm_args {
 } blk_prenorm_args;
 int blk_prenorm_layer(const blk_em *e, const blk_prenorm_args *L);
 
-/* logits = x·wᵀ (softcap when cap > 0), emitted as output out_name */
+/* logits = x·wᵀ (softcap when cap > 0), emitted as output out_name; the matmul is hinted
+ * vocab-parallel */
 int blk_lm_head(const blk_em *e, int32_t x, int32_t w, double cap, const char *out_name);
 
 /* Rotary inverse frequencies as transformers computes them (rope_type "default",

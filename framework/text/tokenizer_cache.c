@@ -1,0 +1,335 @@
+/* A binary cache of a tokenizer.json's BPE tables, so that a second load of an unchanged
+ * file maps them back instead of parsing megabytes of JSON and rebuilding hash tables.
+ *
+ * One file per source path in $RLX_CACHE_DIR, else $XDG_CACHE_HOME/rlx, else
+ * ~/.cache/rlx (folder tokenizers/); RLX_NO_CACHE=1 turns it off. A cache is used only
+ * when its header names the source's size, mtime and content hash, and everything in it
+ * checks out: magic, version, byte order, section lengths against the file size, a
+ * checksum over the payload, every table entry in bounds. Anything else is a miss: the
+ * source is parsed and the cache rewritten (temp file + rename, so a reader never sees a
+ * half-written one). The cache never makes a load fail.
+ *
+ * Layout (native byte order, every section 8-byte aligned):
+ *   header  64 bytes: magic, version, byte-order tag, source size / mtime / hash,
+ *           payload length and checksum
+ *   meta    16 x u64: lengths and counts below
+ *   rest    the JSON without model.vocab / model.merges (tk_fast_bpe's text)
+ *   vocab   strmap slots, then its key bytes
+ *   merges, junctions   pairmap slots */
+#define _GNU_SOURCE
+#include "text/tokenizer_internal.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define MAGIC "RLXTOKC\n"
+#define VERSION 1u
+#define BYTE_ORDER_TAG 0x01020304u
+#define HDR_BYTES 64u
+#define META_WORDS 16u
+#define MAX_CAP (1ull << 28) /* slots of one table: far above any real vocabulary */
+#define BLOCK (1u << 20)     /* the content hash is chained over 1 MiB blocks */
+
+enum { M_REST, M_VCAP, M_VN, M_KEYS, M_MCAP, M_MN, M_JCAP, M_JN, M_MAXID };
+
+typedef struct hdr {
+    char magic[8];
+    uint32_t version, order;
+    uint64_t src_size;
+    int64_t mtime_s, mtime_ns;
+    uint64_t src_hash, payload_len, payload_sum;
+} hdr;
+_Static_assert(sizeof(hdr) == HDR_BYTES, "cache header layout");
+_Static_assert(sizeof(struct tk_strent) == 16 && sizeof(struct tk_pairent) == 16, "table layout");
+
+/* ---------------------------------------------------------------- hashing */
+
+static uint64_t rotl(uint64_t x, int r) { return x << r | x >> (64 - r); }
+
+/* 64-bit hash in four independent lanes (xxHash's round): several GB/s, so checking a
+ * 30 MB source costs milliseconds */
+static uint64_t hash_bytes(const void *p, size_t n, uint64_t seed)
+{
+    const uint64_t P1 = 0x9E3779B185EBCA87ull, P2 = 0xC2B2AE3D27D4EB4Full;
+    const unsigned char *s = p;
+    uint64_t a[4] = {seed + P1 + P2, seed + P2, seed, seed - P1};
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; k++) {
+            uint64_t w;
+            memcpy(&w, s + i + 8 * k, 8);
+            a[k] = rotl(a[k] + w * P2, 31) * P1;
+        }
+    uint64_t h = rotl(a[0], 1) + rotl(a[1], 7) + rotl(a[2], 12) + rotl(a[3], 18) + n;
+    for (; i < n; i++) h = rotl(h ^ (s[i] * P1), 11) * P2;
+    h ^= h >> 33;
+    h *= P2;
+    h ^= h >> 29;
+    h *= P1;
+    return h ^ (h >> 32);
+}
+
+uint64_t tk_cache_hash(const void *p, size_t n)
+{
+    uint64_t h = n;
+    for (size_t o = 0; o < n; o += BLOCK) h = hash_bytes((const char *)p + o, n - o < BLOCK ? n - o : BLOCK, h);
+    return h;
+}
+
+/* the same hash read from fd in blocks (no copy of the whole file); -1 on a read error or
+ * a file whose length is not n any more */
+static int hash_fd(int fd, uint64_t n, uint64_t *out)
+{
+    char *buf = malloc(BLOCK);
+    if (!buf) return -1;
+    uint64_t h = n, o = 0;
+    int rc = 0;
+    while (!rc && o < n) {
+        size_t want = n - o < BLOCK ? (size_t)(n - o) : BLOCK, got = 0;
+        while (got < want) {
+            ssize_t r = pread(fd, buf + got, want - got, (off_t)(o + got));
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) break;
+            got += (size_t)r;
+        }
+        if (got != want) rc = -1;
+        else h = hash_bytes(buf, want, h);
+        o += want;
+    }
+    free(buf);
+    *out = h;
+    return rc;
+}
+
+/* ---------------------------------------------------------------- location */
+
+static int env_on(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+int tk_cache_path(const char *src, char *out, size_t cap)
+{
+    if (env_on("RLX_NO_CACHE")) return -1;
+    const char *dir = getenv("RLX_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char base[PATH_MAX];
+    int n;
+    if (dir && *dir) n = snprintf(base, sizeof base, "%s", dir);
+    else if (xdg && xdg[0] == '/') n = snprintf(base, sizeof base, "%s/rlx", xdg); /* relative: ignored (XDG spec) */
+    else if (home && home[0] == '/') n = snprintf(base, sizeof base, "%s/.cache/rlx", home);
+    else return -1;
+    char real[PATH_MAX];
+    if (n < 0 || (size_t)n >= sizeof base || !realpath(src, real)) return -1;
+    n = snprintf(out, cap, "%s/tokenizers/%016llx.tkc", base,
+                 (unsigned long long)hash_bytes(real, strlen(real), 0x726c78));
+    return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
+/* ---------------------------------------------------------------- reading */
+
+static uint64_t pad8(uint64_t n) { return (n + 7) & ~(uint64_t)7; }
+
+static int pow2_or_zero(uint64_t c) { return c <= MAX_CAP && (c & (c - 1)) == 0; }
+
+/* the slots of a pairmap: occupied count n (< cap: a lookup always meets an empty slot);
+ * ids: the two halves and the merged id are ids in [0, max_id] and ranks >= 0 */
+static int check_pairs(const struct tk_pairent *e, uint64_t cap, uint64_t n, int ids, int64_t max_id)
+{
+    if (!pow2_or_zero(cap) || (cap ? n >= cap : n != 0)) return -1;
+    uint64_t used = 0;
+    for (uint64_t i = 0; i < cap; i++) {
+        if (!e[i].key) continue;
+        used++;
+        if (!ids) continue;
+        uint64_t k = e[i].key - 1;
+        int64_t a = (int32_t)(uint32_t)(k >> 32), b = (int32_t)(uint32_t)k;
+        if (a < 0 || a > max_id || b < 0 || b > max_id || e[i].merged < 0 || e[i].merged > max_id ||
+            e[i].rank < 0)
+            return -1;
+    }
+    return used == n ? 0 : -1;
+}
+
+int tk_cache_parse(const void *img, size_t len, const tk_cache_key *key, int check_sum, tk_cache_view *v)
+{
+    memset(v, 0, sizeof *v);
+    const char *base = img;
+    hdr h;
+    if (len < HDR_BYTES + META_WORDS * 8) return -1;
+    memcpy(&h, base, sizeof h);
+    if (memcmp(h.magic, MAGIC, 8) || h.version != VERSION || h.order != BYTE_ORDER_TAG) return -1;
+    if (key && (h.src_size != key->size || h.mtime_s != key->mtime_s || h.mtime_ns != key->mtime_ns ||
+                h.src_hash != key->hash))
+        return -1;
+    if (h.payload_len != len - HDR_BYTES) return -1;
+    const char *p = base + HDR_BYTES;
+    uint64_t m[META_WORDS];
+    memcpy(m, p, sizeof m);
+    if (m[M_REST] > RLX__MAX_JSON_FILE || m[M_KEYS] >= UINT32_MAX || m[M_MAXID] >= INT32_MAX ||
+        !pow2_or_zero(m[M_VCAP]) || !pow2_or_zero(m[M_MCAP]) || !pow2_or_zero(m[M_JCAP]))
+        return -1;
+    /* every length is bounded above, so the sum cannot overflow */
+    uint64_t need = META_WORDS * 8 + pad8(m[M_REST]) + m[M_VCAP] * 16 + pad8(m[M_KEYS]) + m[M_MCAP] * 16 +
+                    m[M_JCAP] * 16;
+    if (need != h.payload_len) return -1;
+    if (check_sum) {
+        uint64_t sum = 0x746b63;
+        size_t at = 0;
+        const uint64_t lens[] = {META_WORDS * 8, m[M_REST], m[M_VCAP] * 16, m[M_KEYS], m[M_MCAP] * 16,
+                                 m[M_JCAP] * 16};
+        for (int s = 0; s < 6; s++) {
+            size_t pad = (size_t)(pad8(lens[s]) - lens[s]);
+            sum = tk_cache_hash(p + at, (size_t)lens[s]) ^ rotl(sum, 17);
+            if (pad) sum = tk_cache_hash(p + at + lens[s], pad) ^ rotl(sum, 17);
+            at += (size_t)pad8(lens[s]);
+        }
+        if (sum != h.payload_sum) return -1;
+    }
+    size_t at = META_WORDS * 8;
+    v->rest = p + at;
+    v->rest_len = (size_t)m[M_REST];
+    at += (size_t)pad8(m[M_REST]);
+    tk_strmap *vm = &v->vocab;
+    vm->e = (struct tk_strent *)(void *)(p + at);
+    vm->cap = (size_t)m[M_VCAP];
+    vm->n = (size_t)m[M_VN];
+    at += (size_t)m[M_VCAP] * 16;
+    vm->keys = (char *)(p + at);
+    vm->keys_n = vm->keys_cap = (size_t)m[M_KEYS];
+    vm->borrowed = 1;
+    at += (size_t)pad8(m[M_KEYS]);
+    v->merges = (tk_pairmap){(struct tk_pairent *)(void *)(p + at), (size_t)m[M_MCAP], (size_t)m[M_MN], 1};
+    at += (size_t)m[M_MCAP] * 16;
+    v->junctions = (tk_pairmap){(struct tk_pairent *)(void *)(p + at), (size_t)m[M_JCAP], (size_t)m[M_JN], 1};
+    v->max_id = (int32_t)m[M_MAXID];
+    /* the vocab: n occupied slots, each key inside the key bytes and NUL-terminated there,
+     * each id one the id table will have */
+    if (vm->cap ? vm->n >= vm->cap : vm->n != 0) return -1;
+    uint64_t used = 0;
+    for (size_t i = 0; i < vm->cap; i++) {
+        const struct tk_strent *e = &vm->e[i];
+        if (!e->off) continue;
+        used++;
+        uint64_t o = e->off - 1;
+        if (o + e->n >= vm->keys_n || vm->keys[o + e->n] || e->v < 0 || e->v > v->max_id) return -1;
+    }
+    if (used != vm->n) return -1;
+    if (check_pairs(v->merges.e, v->merges.cap, v->merges.n, 1, v->max_id) ||
+        check_pairs(v->junctions.e, v->junctions.cap, v->junctions.n, 0, 0))
+        return -1;
+    return 0;
+}
+
+/* header only: is it worth hashing the source? */
+static int header_matches(int fd, const tk_cache_key *k)
+{
+    hdr h;
+    return pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && !memcmp(h.magic, MAGIC, 8) &&
+           h.version == VERSION && h.src_size == k->size && h.mtime_s == k->mtime_s &&
+           h.mtime_ns == k->mtime_ns;
+}
+
+int tk_cache_read(const char *cpath, int src_fd, tk_cache_key *k, tk_cache_view *v, void **map,
+                  size_t *map_len)
+{
+    *map = NULL;
+    *map_len = 0;
+    int fd = open(cpath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return -1;
+    struct stat st;
+    /* only a regular file of this user: another user's file could be made to say anything */
+    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+             (uint64_t)st.st_size >= HDR_BYTES && (uint64_t)st.st_size < (4ull << 30) && header_matches(fd, k) &&
+             hash_fd(src_fd, k->size, &k->hash) == 0;
+    void *p = ok ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0) : MAP_FAILED;
+    close(fd);
+    if (p == MAP_FAILED) return -1;
+    if (tk_cache_parse(p, (size_t)st.st_size, k, 1, v)) {
+        munmap(p, (size_t)st.st_size);
+        return -1;
+    }
+    *map = p;
+    *map_len = (size_t)st.st_size;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- writing */
+
+static int mkdirs(char *path) /* every folder of path (a file name) */
+{
+    for (char *s = strchr(path + 1, '/'); s; s = strchr(s + 1, '/')) {
+        *s = 0;
+        int rc = mkdir(path, 0700);
+        *s = '/';
+        if (rc && errno != EEXIST) return -1;
+    }
+    return 0;
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+void tk_cache_write(const char *cpath, const tk_cache_key *k, const tk_cache_view *v)
+{
+    static const char zeros[8];
+    char tmp[PATH_MAX + 16];
+    if (snprintf(tmp, sizeof tmp, "%s.XXXXXX", cpath) >= (int)sizeof tmp) return;
+    char *slash = strrchr(tmp, '/');
+    if (!slash || mkdirs(tmp)) return;
+    int fd = mkstemp(tmp);
+    if (fd < 0) return;
+    uint64_t m[META_WORDS] = {0};
+    m[M_REST] = v->rest_len;
+    m[M_VCAP] = v->vocab.cap;
+    m[M_VN] = v->vocab.n;
+    m[M_KEYS] = v->vocab.keys_n;
+    m[M_MCAP] = v->merges.cap;
+    m[M_MN] = v->merges.n;
+    m[M_JCAP] = v->junctions.cap;
+    m[M_JN] = v->junctions.n;
+    m[M_MAXID] = (uint64_t)v->max_id;
+    const void *part[6] = {m, v->rest, v->vocab.e, v->vocab.keys, v->merges.e, v->junctions.e};
+    const uint64_t lens[6] = {sizeof m, m[M_REST], m[M_VCAP] * 16, m[M_KEYS], m[M_MCAP] * 16, m[M_JCAP] * 16};
+    hdr h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, MAGIC, 8);
+    h.version = VERSION;
+    h.order = BYTE_ORDER_TAG;
+    h.src_size = k->size;
+    h.mtime_s = k->mtime_s;
+    h.mtime_ns = k->mtime_ns;
+    h.src_hash = k->hash;
+    h.payload_sum = 0x746b63;
+    for (int s = 0; s < 6; s++) { /* the padding is hashed too: every payload byte counts */
+        size_t pad = (size_t)(pad8(lens[s]) - lens[s]);
+        h.payload_sum = tk_cache_hash(part[s], (size_t)lens[s]) ^ rotl(h.payload_sum, 17);
+        if (pad) h.payload_sum = tk_cache_hash(zeros, pad) ^ rotl(h.payload_sum, 17);
+        h.payload_len += pad8(lens[s]);
+    }
+    int rc = write_all(fd, &h, sizeof h);
+    for (int s = 0; s < 6 && !rc; s++)
+        rc = write_all(fd, part[s], (size_t)lens[s]) || write_all(fd, zeros, (size_t)(pad8(lens[s]) - lens[s]));
+    /* no fsync: a cache torn by a crash fails its checksum and is rebuilt */
+    if (close(fd) || rc || rename(tmp, cpath)) {
+        unlink(tmp);
+        rlx__host_log(RLX_LOG_DEBUG, "tokenizer", "cache %s not written: %s", cpath, strerror(errno));
+    }
+}

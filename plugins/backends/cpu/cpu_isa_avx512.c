@@ -1,0 +1,307 @@
+/* AVX-512 GEMM for matmuls of many rows (prefill): y = x·wᵀ with w [N, K] read as stored.
+ * x is packed once per call into panels of 32 rows, k-major (f32: [K][32]; bf16: [K/2][32]
+ * pairs, the operand layout of vdpbf16ps), so one zmm load holds 16 rows at one k (pair)
+ * and each weight is broadcast from its own row: the weights are never copied, whatever
+ * their dtype. A tile is 32 rows × up to 12 columns (24 accumulators) over the whole K in
+ * one pass, so every output is one f32 sum in k order however the work is sliced.
+ * f16 weights (and bf16 on a CPU without AVX512-BF16): the tile's rows are converted to
+ * f32 once (F16C) into the worker's buffer and reused by every row panel. */
+#include "cpu_isa.h"
+#ifdef CPU_HAVE_AVX2_BUILD
+#include <immintrin.h>
+#include <pthread.h>
+#include <string.h>
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")
+
+#define AI static inline __attribute__((always_inline))
+#define MR CPU_GEMM_MR
+#define NR CPU_GEMM_NR
+
+static int have_bf16_dot; /* set by cpu_isa_avx512_init */
+
+/* x panels hold bf16 pairs when the weights are bf16 and the CPU multiplies them */
+static int bf16_x(int wdt)
+{
+    return wdt == CPU_H_BF16 && have_bf16_dot;
+}
+
+static size_t x_floats(int wdt, int64_t M, int64_t K)
+{
+    int64_t mp = (M + MR - 1) / MR * MR;
+    return (size_t)(mp * (bf16_x(wdt) ? (K + 1) / 2 : K));
+}
+
+/* 16×16 transpose of 32-bit lanes: r[i] (row i) becomes column i */
+AI void tr16(__m512 r[16])
+{
+    __m512 t[16];
+    #pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    #pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+    }
+    #pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        t[j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+        t[4 + j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
+        t[8 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+        t[12 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
+    }
+    #pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+        r[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);
+        r[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xdd);
+    }
+}
+
+/* 16 bf16 pairs (32 floats from p, the last n < 32 of them zero-padded) as one zmm of
+ * 32-bit units, round to nearest even */
+AI __m512 bf16_pairs(const float *p, int64_t n)
+{
+    __m512 lo, hi;
+    if (n >= 32) {
+        lo = _mm512_loadu_ps(p);
+        hi = _mm512_loadu_ps(p + 16);
+    } else {
+        __mmask16 ml = (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1);
+        __mmask16 mh = (__mmask16)(n > 16 ? (1u << (n - 16)) - 1 : 0);
+        lo = _mm512_maskz_loadu_ps(ml, p);
+        hi = _mm512_maskz_loadu_ps(mh, p + 16);
+    }
+    return _mm512_castsi512_ps((__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+/* panel of rows [m0, m0+32) of x (rows >= M are zero) into xp, k-major */
+static void pack_panel(int wdt, const float *x, int64_t M, int64_t K, int64_t m0, float *xp)
+{
+    int bf = bf16_x(wdt);
+    int64_t units = bf ? (K + 1) / 2 : K; /* 32-bit units per row */
+    int64_t rows = M - m0 < MR ? M - m0 : MR;
+    for (int half = 0; half < 2; half++) {
+        int64_t r0 = half * 16;
+        for (int64_t u = 0; u < units; u += 16) {
+            int64_t nu = units - u < 16 ? units - u : 16;
+            __m512 r[16];
+            for (int i = 0; i < 16; i++) {
+                if (r0 + i >= rows) {
+                    r[i] = _mm512_setzero_ps();
+                    continue;
+                }
+                const float *row = x + (m0 + r0 + i) * K;
+                if (bf) {
+                    r[i] = bf16_pairs(row + 2 * u, K - 2 * u);
+                } else {
+                    __mmask16 mk = (__mmask16)(nu == 16 ? 0xffff : (1u << nu) - 1);
+                    r[i] = _mm512_maskz_loadu_ps(mk, row + u);
+                }
+            }
+            tr16(r);
+            for (int64_t j = 0; j < nu; j++) _mm512_storeu_ps(xp + (u + j) * MR + r0, r[j]);
+        }
+    }
+}
+
+static void x_pack(int wdt, const float *x, int64_t M, int64_t K, int64_t m0, int64_t m1, float *xp)
+{
+    int64_t units = bf16_x(wdt) ? (K + 1) / 2 : K;
+    for (int64_t m = m0; m < m1 && m < M; m += MR) pack_panel(wdt, x, M, K, m, xp + m * units);
+}
+
+/* acc (2 × nr zmm: rows 0-15 and 16-31 of each column) to y rows [0, rows), columns [n, n+nr) */
+AI void store_tile(__m512 *a0, __m512 *a1, const int nr, int64_t rows, const float *bias, int64_t n,
+                   float *y, int64_t ldy)
+{
+    __mmask16 mk = (__mmask16)((1u << nr) - 1);
+    __m512 bv = bias ? _mm512_maskz_loadu_ps(mk, bias + n) : _mm512_setzero_ps();
+    for (int half = 0; half < 2; half++) {
+        __m512 r[16];
+        #pragma GCC unroll 16
+        for (int j = 0; j < 16; j++) r[j] = j < nr ? (half ? a1[j] : a0[j]) : _mm512_setzero_ps();
+        tr16(r);
+        int64_t lim = rows - half * 16 < 16 ? rows - half * 16 : 16;
+        for (int64_t i = 0; i < lim; i++)
+            _mm512_mask_storeu_ps(y + (half * 16 + i) * ldy + n, mk, _mm512_add_ps(r[i], bv));
+    }
+}
+
+/* one tile: packed panel xp against nr weight rows w (stride ldw), f32 weights */
+AI void tile_f32(const float *xp, int64_t K, const float *w, int64_t ldw, const int nr, int64_t rows,
+                 const float *bias, int64_t n, float *y, int64_t ldy)
+{
+    __m512 a0[NR], a1[NR];
+    const float *wr[NR];
+    #pragma GCC unroll 12
+    for (int j = 0; j < nr; j++) {
+        a0[j] = a1[j] = _mm512_setzero_ps();
+        wr[j] = w + j * ldw;
+    }
+    for (int64_t k = 0; k < K; k++) {
+        __m512 x0 = _mm512_loadu_ps(xp + k * MR), x1 = _mm512_loadu_ps(xp + k * MR + 16);
+        #pragma GCC unroll 12
+        for (int j = 0; j < nr; j++) {
+            __m512 b = _mm512_set1_ps(wr[j][k]);
+            a0[j] = _mm512_fmadd_ps(x0, b, a0[j]);
+            a1[j] = _mm512_fmadd_ps(x1, b, a1[j]);
+        }
+    }
+    store_tile(a0, a1, nr, rows, bias, n, y, ldy);
+}
+
+/* the same with bf16 weights and bf16-pair panels: vdpbf16ps, two k per instruction */
+AI void tile_bf16(const float *xp, int64_t K, const uint16_t *w, int64_t ldw, const int nr, int64_t rows,
+                  const float *bias, int64_t n, float *y, int64_t ldy)
+{
+    __m512 a0[NR], a1[NR];
+    const uint16_t *wr[NR];
+    #pragma GCC unroll 12
+    for (int j = 0; j < nr; j++) {
+        a0[j] = a1[j] = _mm512_setzero_ps();
+        wr[j] = w + j * ldw;
+    }
+    int64_t kp = 0, pairs = K / 2;
+    for (; kp < pairs; kp++) {
+        __m512bh x0 = (__m512bh)_mm512_loadu_ps(xp + kp * MR), x1 = (__m512bh)_mm512_loadu_ps(xp + kp * MR + 16);
+        #pragma GCC unroll 12
+        for (int j = 0; j < nr; j++) {
+            int32_t v;
+            memcpy(&v, wr[j] + 2 * kp, sizeof v);
+            __m512bh b = (__m512bh)_mm512_set1_epi32(v);
+            a0[j] = _mm512_dpbf16_ps(a0[j], x0, b);
+            a1[j] = _mm512_dpbf16_ps(a1[j], x1, b);
+        }
+    }
+    if (K & 1) { /* the last k pairs with a zero */
+        __m512bh x0 = (__m512bh)_mm512_loadu_ps(xp + kp * MR), x1 = (__m512bh)_mm512_loadu_ps(xp + kp * MR + 16);
+        #pragma GCC unroll 12
+        for (int j = 0; j < nr; j++) {
+            __m512bh b = (__m512bh)_mm512_set1_epi32((int32_t)wr[j][K - 1]);
+            a0[j] = _mm512_dpbf16_ps(a0[j], x0, b);
+            a1[j] = _mm512_dpbf16_ps(a1[j], x1, b);
+        }
+    }
+    store_tile(a0, a1, nr, rows, bias, n, y, ldy);
+}
+
+/* columns [n, n+nr) for row panels [m0, m1) */
+#define COLS(NAME, TILE, WT)                                                                      \
+    static void NAME(const float *xp, int64_t M, int64_t K, int64_t units, int64_t m0, int64_t m1, \
+                     const WT *w, int64_t ldw, const int nr, const float *bias, int64_t n, float *y, \
+                     int64_t ldy)                                                                 \
+    {                                                                                             \
+        for (int64_t m = m0; m < m1 && m < M; m += MR) {                                          \
+            int64_t rows = (m1 < M ? m1 : M) - m;                                                 \
+            TILE(xp + m * units, K, w, ldw, nr, rows < MR ? rows : MR, bias, n, y + m * ldy, ldy); \
+        }                                                                                         \
+    }
+#define COLS_N(NR_)                                                          \
+    COLS(cols_f32_##NR_, tile_f32_##NR_, float)                              \
+    COLS(cols_bf16_##NR_, tile_bf16_##NR_, uint16_t)
+#define TILES_N(NR_)                                                                                  \
+    static void tile_f32_##NR_(const float *xp, int64_t K, const float *w, int64_t ldw, int nr,        \
+                               int64_t rows, const float *bias, int64_t n, float *y, int64_t ldy)      \
+    {                                                                                                 \
+        (void)nr;                                                                                     \
+        tile_f32(xp, K, w, ldw, NR_, rows, bias, n, y, ldy);                                          \
+    }                                                                                                 \
+    static void tile_bf16_##NR_(const float *xp, int64_t K, const uint16_t *w, int64_t ldw, int nr,    \
+                                int64_t rows, const float *bias, int64_t n, float *y, int64_t ldy)     \
+    {                                                                                                 \
+        (void)nr;                                                                                     \
+        tile_bf16(xp, K, w, ldw, NR_, rows, bias, n, y, ldy);                                         \
+    }                                                                                                 \
+    COLS_N(NR_)
+TILES_N(12)
+TILES_N(8)
+TILES_N(4)
+TILES_N(2)
+TILES_N(1)
+
+/* widest tile that fits the columns left */
+static int tile_width(int64_t left)
+{
+    return left >= 12 ? 12 : left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+}
+
+/* columns [n0, n1) for rows [m0, m1): column tiles within blocks of rows whose panels stay
+ * in L2 (about 256 KiB), so x comes from L3 once per block of columns, not per tile */
+static void gemm(int wdt, const float *xp, int64_t M, int64_t K, int64_t m0, int64_t m1, const void *wv,
+                 int64_t n0, int64_t n1, const float *bias, float *y, int64_t ldy, float *wbuf)
+{
+    int bf = bf16_x(wdt);
+    int64_t units = bf ? (K + 1) / 2 : K;
+    int64_t mc = (65536 / (units * MR) > 1 ? 65536 / (units * MR) : 1) * MR;
+    if (m1 > M) m1 = M;
+    for (int64_t mb = m0; mb < m1; mb += mc) {
+        int64_t me = mb + mc < m1 ? mb + mc : m1;
+        for (int64_t n = n0; n < n1;) {
+            int nr = tile_width(n1 - n);
+            if (bf) {
+                const uint16_t *w = (const uint16_t *)wv + n * K;
+                switch (nr) {
+                case 12: cols_bf16_12(xp, M, K, units, mb, me, w, K, 12, bias, n, y, ldy); break;
+                case 8: cols_bf16_8(xp, M, K, units, mb, me, w, K, 8, bias, n, y, ldy); break;
+                case 4: cols_bf16_4(xp, M, K, units, mb, me, w, K, 4, bias, n, y, ldy); break;
+                case 2: cols_bf16_2(xp, M, K, units, mb, me, w, K, 2, bias, n, y, ldy); break;
+                default: cols_bf16_1(xp, M, K, units, mb, me, w, K, 1, bias, n, y, ldy); break;
+                }
+            } else {
+                const float *w = (const float *)wv + n * K;
+                if (wdt != 0) { /* 16-bit rows to f32 once for every row panel of the block */
+                    const uint16_t *h = (const uint16_t *)wv + n * K;
+                    int64_t i = 0, e = nr * K;
+                    for (; i + 16 <= e; i += 16) {
+                        __m256i v = _mm256_loadu_si256((const __m256i *)(h + i));
+                        __m512 f = wdt == CPU_H_F16
+                                       ? _mm512_cvtph_ps(v)
+                                       : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+                        _mm512_storeu_ps(wbuf + i, f);
+                    }
+                    for (; i < e; i++) wbuf[i] = cpu_h_load(wdt, h[i]);
+                    w = wbuf;
+                }
+                switch (nr) {
+                case 12: cols_f32_12(xp, M, K, units, mb, me, w, K, 12, bias, n, y, ldy); break;
+                case 8: cols_f32_8(xp, M, K, units, mb, me, w, K, 8, bias, n, y, ldy); break;
+                case 4: cols_f32_4(xp, M, K, units, mb, me, w, K, 4, bias, n, y, ldy); break;
+                case 2: cols_f32_2(xp, M, K, units, mb, me, w, K, 2, bias, n, y, ldy); break;
+                default: cols_f32_1(xp, M, K, units, mb, me, w, K, 1, bias, n, y, ldy); break;
+                }
+            }
+            n += nr;
+        }
+    }
+}
+
+#pragma GCC pop_options
+
+static cpu_isa table;
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+static void table_init(void)
+{
+    __builtin_cpu_init();
+    have_bf16_dot = __builtin_cpu_supports("avx512bf16");
+    table = cpu_isa_avx2;
+    table.name = have_bf16_dot ? "avx512+bf16" : "avx512";
+    table.gemm_x_floats = x_floats;
+    table.gemm_pack = x_pack;
+    table.gemm = gemm;
+}
+
+const cpu_isa *cpu_isa_avx512_init(void)
+{
+    pthread_once(&table_once, table_init);
+    return &table;
+}
+#endif

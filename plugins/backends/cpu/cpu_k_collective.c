@@ -1,0 +1,142 @@
+/* rlx.all_reduce / rlx.all_gather between the ranks of a tensor-parallel group that run
+ * in this process, one thread each (docs/multi-gpu.md): each rank publishes its input
+ * buffer, waits for the others, reads them all (in rank order, so every rank gets the
+ * same bits) and waits again before its input may be reused. Over one rank: a copy. */
+#include "cpu_backend.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define TP_MAX_RANKS 64
+#define TP_WAIT_S 120 /* a rank that never arrives failed or hangs: give up, naming it */
+
+typedef struct tp_group {
+    int64_t id;
+    int ranks;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t gen;
+    int arrived;
+    int broken; /* a wait timed out: the group's step counts are lost */
+    const void *buf[TP_MAX_RANKS];
+    struct tp_group *next;
+} tp_group;
+
+/* groups live as long as the process (ranks of later models may reuse an id) */
+static pthread_mutex_t groups_mu = PTHREAD_MUTEX_INITIALIZER;
+static tp_group *groups;
+
+static tp_group *group_get(int64_t id, int ranks)
+{
+    pthread_mutex_lock(&groups_mu);
+    tp_group *g = groups;
+    while (g && g->id != id) g = g->next;
+    if (!g && (g = calloc(1, sizeof *g))) {
+        g->id = id;
+        g->ranks = ranks;
+        pthread_mutex_init(&g->mu, NULL);
+        pthread_cond_init(&g->cv, NULL);
+        g->next = groups;
+        groups = g;
+    }
+    pthread_mutex_unlock(&groups_mu);
+    return g;
+}
+
+/* every rank of g reaches this point (the caller holds g->mu) */
+static int barrier(tp_group *g, const cpu_run *r)
+{
+    uint64_t gen = g->gen;
+    if (++g->arrived == g->ranks) {
+        g->arrived = 0;
+        g->gen++;
+        pthread_cond_broadcast(&g->cv);
+        return 0;
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += TP_WAIT_S;
+    while (gen == g->gen && !g->broken)
+        if (pthread_cond_timedwait(&g->cv, &g->mu, &until) == ETIMEDOUT) g->broken = 1;
+    if (gen != g->gen) return 0;
+    return cpu_fail(r->d, RLX_ERR_DEVICE, "%s (node %u): rank %d of %d waited %d s for the other ranks of group "
+                    "%lld (one failed or hangs)", r->nd->op, r->nd->index, r->nd->flag, g->ranks, TP_WAIT_S,
+                    (long long)g->id);
+}
+
+int cpu_prep_collective(const cpu_compile_ctx *c, cpu_node *nd)
+{
+    if (cpu_need(c, 1, 1, 1)) return RLX_ERR_INVALID;
+    const rlx_value_desc *x = cpu_val(c, 0), *o = cpu_out(c, 0);
+    int gather = !strcmp(c->node->op, "rlx.all_gather");
+    int64_t ranks, rank, group, axis;
+    if (cpu_attr_int(c, "ranks", 1, &ranks) || cpu_attr_int(c, "rank", 0, &rank) ||
+        cpu_attr_int(c, "group", 0, &group) || cpu_attr_int(c, "axis", -1, &axis))
+        return RLX_ERR_INVALID;
+    if (ranks < 1 || ranks > TP_MAX_RANKS || rank < 0 || rank >= ranks)
+        return cpu_bad(c, "rank %lld of %lld ranks (1 to %d ranks)", (long long)rank, (long long)ranks, TP_MAX_RANKS);
+    if (x->dtype != o->dtype || (!gather && x->dtype != RLX_F32))
+        return cpu_bad(c, "%s", gather ? "output must have x's dtype" : "x and output must be f32");
+    if (axis < 0) axis += x->shape.ndim;
+    if (gather && axis != (int64_t)x->shape.ndim - 1) return cpu_bad(c, "gathers along the last axis only");
+    nd->esize = cpu_dtype_size(x->dtype);
+    nd->cols = gather && x->shape.ndim ? x->shape.dims[x->shape.ndim - 1] : cpu_numel(&x->shape);
+    nd->rows = nd->cols ? cpu_numel(&x->shape) / nd->cols : 0;
+    nd->N = ranks;
+    nd->flag = (int)rank;
+    nd->start = group;
+    nd->bin_op = gather;
+    if (cpu_numel(&o->shape) != cpu_numel(&x->shape) * (gather ? ranks : 1))
+        return cpu_bad(c, "output must hold %s", gather ? "x of every rank" : "x's shape");
+    return 0;
+}
+
+static void reduce(const cpu_node *nd, const void *const *buf, float *o)
+{
+    int64_t n = nd->rows * nd->cols;
+    memcpy(o, buf[0], (size_t)n * sizeof *o);
+    for (int k = 1; k < nd->N; k++) {
+        const float *x = buf[k];
+        for (int64_t i = 0; i < n; i++) o[i] += x[i];
+    }
+}
+
+static void gather(const cpu_node *nd, const void *const *buf, char *o)
+{
+    size_t row = (size_t)nd->cols * nd->esize;
+    for (int64_t i = 0; i < nd->rows; i++)
+        for (int k = 0; k < nd->N; k++)
+            memcpy(o + ((size_t)i * (size_t)nd->N + (size_t)k) * row, (const char *)buf[k] + (size_t)i * row, row);
+}
+
+int cpu_run_collective(const cpu_run *r)
+{
+    const cpu_node *nd = r->nd;
+    const void *x = r->vp[nd->in[0]];
+    void *o = r->vp[nd->out[0]];
+    if (nd->N == 1) {
+        memcpy(o, x, (size_t)(nd->rows * nd->cols) * nd->esize);
+        return 0;
+    }
+    tp_group *g = group_get(nd->start, (int)nd->N);
+    if (!g) return cpu_fail(r->d, RLX_ERR_NOMEM, "out of memory");
+    pthread_mutex_lock(&g->mu);
+    int rc = 0;
+    if (g->ranks != nd->N || g->broken)
+        rc = cpu_fail(r->d, RLX_ERR_DEVICE, "%s (node %u): group %lld %s", nd->op, nd->index, (long long)g->id,
+                      g->broken ? "is broken: a rank did not arrive before" : "has a different number of ranks");
+    if (!rc) {
+        g->buf[nd->flag] = x;
+        rc = barrier(g, r);
+    }
+    if (!rc) { /* every input is published and stays put until the second barrier */
+        pthread_mutex_unlock(&g->mu);
+        if (nd->bin_op) gather(nd, g->buf, o);
+        else reduce(nd, g->buf, o);
+        pthread_mutex_lock(&g->mu);
+        rc = barrier(g, r);
+    }
+    pthread_mutex_unlock(&g->mu);
+    return rc;
+}
