@@ -375,13 +375,13 @@ static const char *write_profile(const char *dir, const char *name, const char *
     return path;
 }
 
-/* backend.cpu.unfuse_regions runs composites as primitives; passes.verbose prints the
+/* backend.cpu.unfuse_regions runs the CPU backend's composites as primitives; passes.verbose prints the
  * compiled graphs on stderr; both keep the logits exact */
 START_TEST(test_profile_switches)
 {
     char *dir = tu_mkdtemp(), args[2048];
     const char *p = write_profile(dir, "unfuse.rlx.json", "{\"backend\": {\"cpu\": {\"unfuse_regions\": true}}}");
-    snprintf(args, sizeof args, "generate --model '%s' --ids 1,2,3 -n 2 --dump-graph --profile '%s'",
+    snprintf(args, sizeof args, "generate --backend cpu --model '%s' --ids 1,2,3 -n 2 --dump-graph --profile '%s'",
              tu_fixture("llama32-tiny"), p);
     tu_result r = run_cli(args);
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
@@ -389,10 +389,10 @@ START_TEST(test_profile_switches)
                       strstr(r.out, "rlx.swiglu x") == NULL && strstr(r.out, "rlx.rms_norm x"),
                   "unfused graph still has composites: %s", r.out);
     tu_result_free(&r);
-    snprintf(args, sizeof args, "generate --model '%s' --ids 1,2,3 -n 2 --json --profile '%s'",
+    snprintf(args, sizeof args, "generate --backend cpu --model '%s' --ids 1,2,3 -n 2 --json --profile '%s'",
              tu_fixture("llama32-tiny"), p);
     tu_result a = run_cli(args);
-    snprintf(args, sizeof args, "generate --model '%s' --ids 1,2,3 -n 2 --json", tu_fixture("llama32-tiny"));
+    snprintf(args, sizeof args, "generate --backend cpu --model '%s' --ids 1,2,3 -n 2 --json", tu_fixture("llama32-tiny"));
     tu_result b = run_cli(args);
     ck_assert_msg(a.status == 0 && b.status == 0, "exit %d / %d: %s %s", a.status, b.status, a.err, b.err);
     ck_assert_msg(strstr(a.out, "\"ids\":[") && strstr(b.out, "\"ids\":["), "%s / %s", a.out, b.out);
@@ -406,7 +406,7 @@ START_TEST(test_profile_switches)
     tu_result_free(&b);
 
     p = write_profile(dir, "verbose.rlx.json", "{\"passes\": {\"verbose\": true}}");
-    snprintf(args, sizeof args, "generate --model '%s' --ids 1,2,3 -n 2 --profile '%s'", tu_fixture("llama32-tiny"), p);
+    snprintf(args, sizeof args, "generate --backend cpu --model '%s' --ids 1,2,3 -n 2 --profile '%s'", tu_fixture("llama32-tiny"), p);
     r = run_cli(args);
     ck_assert_msg(r.status == 0 && strstr(r.err, "graph prefill T=") && strstr(r.err, "graph decode T=1"),
                   "exit %d: %s", r.status, r.err);

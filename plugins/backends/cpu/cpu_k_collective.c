@@ -23,7 +23,7 @@ typedef struct tp_group {
     struct tp_group *next;
 } tp_group;
 
-/* groups live as long as the process (ranks of later models may reuse an id) */
+/* groups live as long as the plugin (ranks of later models may reuse an id) */
 static pthread_mutex_t groups_mu = PTHREAD_MUTEX_INITIALIZER;
 static tp_group *groups;
 
@@ -42,6 +42,18 @@ static tp_group *group_get(int64_t id, int ranks)
     }
     pthread_mutex_unlock(&groups_mu);
     return g;
+}
+
+/* the plugin may be unloaded (dlclose) before the process ends: free the groups then */
+__attribute__((destructor)) static void groups_free(void)
+{
+    while (groups) {
+        tp_group *g = groups;
+        groups = g->next;
+        pthread_mutex_destroy(&g->mu);
+        pthread_cond_destroy(&g->cv);
+        free(g);
+    }
 }
 
 /* every rank of g reaches this point (the caller holds g->mu) */

@@ -248,10 +248,13 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
             FAIL(RLX_ERR_INVALID, "output %d is value %d of %u", i, nd->outputs[i], n_vals);
         st->out[i] = nd->outputs[i];
     }
-    static const int8_t min_in[OP_COUNT] = {
-        2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 2, 3, 3, 3, 3, 1, 2, 1, 1, 1, 1, 2, 2, 3, 3, 2, 3, 1};
-    static const int8_t max_in[OP_COUNT] = {
-        2, 3, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 2, 3, 3, 5, 3, 1, 2, 1, 1, 1, 1, 2, 2, 3, 3, 3, 3, 1};
+    static const int8_t min_in[] = {
+        2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 2, 3, 3, 3, 3, 1, 2, 1, 1, 1, 1, 2, 2, 3, 3, 2, 3, 1,
+        2, 1, 1, 1};
+    static const int8_t max_in[] = {
+        2, 3, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 2, 3, 3, 5, 3, 1, 2, 1, 1, 1, 1, 2, 2, 3, 3, 3, 3, 1,
+        2, 1, 1, 1};
+    static_assert(sizeof min_in == OP_COUNT && sizeof max_in == OP_COUNT, "an arity per op");
     if (st->n_in < min_in[st->op] || st->n_in > max_in[st->op])
         FAIL(RLX_ERR_INVALID, "%d inputs, expected %d to %d", st->n_in, min_in[st->op],
              max_in[st->op]);
