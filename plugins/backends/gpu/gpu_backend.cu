@@ -556,11 +556,12 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
         st->op != OP_CONCAT && st->op != OP_SLICE && st->op != OP_LAST_ROW &&
         st->op != OP_EMBEDDING && st->op != OP_MATMUL && st->op != OP_MATMUL_NN &&
         st->op != OP_LINEAR_SWIGLU && st->op != OP_CONV2D && st->op != OP_UPSAMPLE &&
-        numel(y) != numel(x))
+        st->op != OP_BMM && numel(y) != numel(x))
         FAIL(RLX_ERR_INVALID, "output has %lld elements, input %lld", (long long)numel(y),
              (long long)numel(x));
     if ((st->op == OP_EMBEDDING && numel(y) != st->rows * st->n) ||
         (st->op == OP_MATMUL_NN && numel(y) != st->rows * st->n) ||
+        (st->op == OP_BMM && numel(y) != st->nb * st->rows * st->n) ||
         (st->op == OP_ADD_RMS_NORM && (numel(y) != numel(x) || numel(&vals[st->out[1]]) != numel(x))))
         FAIL(RLX_ERR_INVALID, "output size does not match");
 #undef FAIL
