@@ -201,8 +201,8 @@ END_TEST
 /* precision.compute bf16 against the f32 reference: mixed auto (matmul weights in bf16; the
  * CPU GEMM also rounds their inputs to bf16) and mixed none (every activation in bf16 too,
  * the additive mask pinned to f32). There is no transformers bf16 figure for BERT to hold it
- * to, so the bound is bf16's own scale: 8 unit roundoffs (2^-8 each); the measured figures
- * are printed and recorded in the README. */
+ * to, so the bounds are bf16's own scale (unit roundoff 2^-8), about twice what the CPU
+ * measures (README): 2 roundoffs for mixed auto, 3 for mixed none. */
 static const char *const bf16_runs[2] = {"--precision bf16 --mixed auto", "--precision bf16 --mixed none"};
 
 START_TEST(test_forward_bf16)
@@ -217,7 +217,8 @@ START_TEST(test_forward_bf16)
     forward_ok(in, out, bf16_runs[_i], B, hidden, pooled);
     double eh = tu_rel_l2(hidden, r->hidden, B * T * H), ep = tu_rel_l2(pooled, r->pooled, B * H);
     printf("bert-tiny %s: last_hidden_state rel L2 %.3g, pooler_output %.3g\n", bf16_runs[_i], eh, ep);
-    ck_assert_msg(eh < 8.0 / 256 && ep < 8.0 / 256, "%s: rel L2 %.3g / %.3g >= 8 x 2^-8", bf16_runs[_i], eh, ep);
+    double bound = (_i ? 3.0 : 2.0) / 256;
+    ck_assert_msg(eh < bound && ep < bound, "%s: rel L2 %.3g / %.3g >= %.3g", bf16_runs[_i], eh, ep, bound);
     ck_assert_msg(eh > 1e-4, "%s: rel L2 %.3g is f32's: is the precision honoured?", bf16_runs[_i], eh);
     free(r);
     tu_rmrf(tmp);

@@ -19,15 +19,17 @@ static int32_t time_embed(const blk_em *e, const char *input, int64_t C, const c
     int32_t t = blk_slot(e, input);
     int64_t one[2] = {1, 1}, half = C / 2;
     t = t < 0 ? -1 : blk_reshape(e, t, 2, one);
-    rlx_attr k[] = {RLX_ATTR_F("scale", 1000.0)};
-    t = t < 0 ? -1 : e->h->emit_op(e->c, "rlx.scale", &t, 1, k, 1);
+    /* 1000·t in f32 too: diffusers rounds it to the model dtype first (3500 -> 3504 in
+     * bf16), which alone moves a guidance-embedding output 5 % from the f32 reference */
+    rlx_attr k[] = {RLX_ATTR_F("scale", 1000.0), RLX_ATTR_I("f32", 1)};
+    t = t < 0 ? -1 : e->h->emit_op(e->c, "rlx.scale", &t, 1, k, 2);
     float *buf = calloc((size_t)C + 1, sizeof *buf);
     if (!buf) return e->h->fail(e->c, "%s: out of memory", e->who), -1;
     for (int64_t j = 0; j < half; j++) buf[j] = (float)exp(-log(10000.0) * (double)j / (double)half);
     rlx_shape fs = blk_shape2(half, 1);
     int32_t freqs = e->h->emit_const(e->c, RLX_F32, &fs, buf);
     /* angles and sinusoid in f32 whatever the compute dtype ("f32": 1), as diffusers'
-     * get_timestep_embedding computes them from the (compute-dtype) 1000·t */
+     * get_timestep_embedding; only the MLP after it has 16-bit weights */
     rlx_attr pin[] = {RLX_ATTR_I("f32", 1), RLX_ATTR_I("rot_dim", 0)};
     int32_t mm[2] = {t, freqs};
     int32_t ang = t < 0 || freqs < 0 ? -1 : e->h->emit_op(e->c, "rlx.matmul", mm, 2, pin, 1); /* [1, half] */
