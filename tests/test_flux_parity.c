@@ -94,17 +94,17 @@ START_TEST(test_forward_parity)
 END_TEST
 
 /* precision.compute bf16 against the float64 reference; there is no diffusers bf16 figure
- * to hold it to, so the bounds are bf16's own scale, as guards: mixed auto (weights and
- * matmul inputs in bf16) within 8 unit roundoffs (2^-8 each), mixed none (the whole
- * residual stream in bf16) within 16. The measured figures are printed and recorded in
- * the README. */
+ * to hold it to, so the bounds are bf16's own scale (unit roundoff 2^-8), about twice what
+ * the CPU measures (README): mixed none (the whole residual stream in bf16; the timestep
+ * sinusoid and position ids pinned to f32) within 3 roundoffs, mixed auto (weights and matmul
+ * inputs in bf16) within 2. */
 static const char *const bf16_runs[2] = {"--precision bf16 --mixed none", "--precision bf16 --mixed auto"};
 
 START_TEST(test_forward_bf16)
 {
     const char *fx = fixtures[_i / 2], *extra = bf16_runs[_i % 2];
     double e = forward_error(fx, extra);
-    double bound = (_i % 2 ? 8.0 : 16.0) / 256;
+    double bound = (_i % 2 ? 2.0 : 3.0) / 256;
     ck_assert_msg(e < bound, "%s %s: output rel L2 %.3g >= %.3g", fx, extra, e, bound);
     ck_assert_msg(e > 1e-4, "%s %s: rel L2 %.3g is f32's: is the precision honoured?", fx, extra, e);
 }

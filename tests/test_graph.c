@@ -702,6 +702,54 @@ START_TEST(precision_casts_or_names_op_and_dtype)
 }
 END_TEST
 
+/* x -> rlx.cast to F32 (as a block converting an input) -> scale, then a scale the block
+ * pins to f32 (attribute f32 = 1), summed into the output */
+static int emit_cast_pin(rlx_ctx *c, const rlx_host_api *h, void *u)
+{
+    (void)u;
+    int32_t x = h->slot_get(c, "x");
+    rlx_attr cast[] = {RLX_ATTR_I("dtype", RLX_F32)}, two[] = {RLX_ATTR_F("scale", 2.0)},
+             pin[] = {RLX_ATTR_F("scale", 3.0), RLX_ATTR_I("f32", 1)};
+    int32_t y = h->emit_op(c, "rlx.cast", &x, 1, cast, 1);
+    int32_t a = y < 0 ? -1 : h->emit_op(c, "rlx.scale", &y, 1, two, 1);
+    int32_t b = a < 0 ? -1 : h->emit_op(c, "rlx.scale", &a, 1, pin, 2);
+    int32_t in[2] = {a, b};
+    int32_t s = b < 0 ? -1 : h->emit_op(c, "rlx.add", in, 2, NULL, 0);
+    return s < 0 ? 1 : h->emit_output(c, "y", s);
+}
+
+/* mixed none: an emitted cast converts to what its output became (bf16), and a pinned
+ * node writes f32 that its consumer reads without a cast */
+START_TEST(precision_follows_emitted_casts_and_pins)
+{
+    rlx_profile pr;
+    rlx_profile_defaults(&pr);
+    strcpy(pr.precision.compute, "bf16");
+    strcpy(pr.precision.mixed, "none");
+    rlx_flow *f = flow_x(4);
+    rlx_flow_custom(f, "cast_pin", emit_cast_pin, NULL);
+    rlx_model *m = model(f, ALL_OPS, "direct", &pr, NULL);
+    rlx_diag d;
+    ck_assert_msg(compile(m, 2, &d) == 0, "%s", d.msg);
+    int32_t first_cast = -1, last_scale = -1, add = -1;
+    for (uint32_t i = 0; i < fake_rec.n_nodes; i++) {
+        if (!strcmp(fake_rec.ops[i], "rlx.cast") && first_cast < 0) first_cast = (int32_t)i;
+        if (!strcmp(fake_rec.ops[i], "rlx.scale")) last_scale = (int32_t)i;
+        if (!strcmp(fake_rec.ops[i], "rlx.add")) add = (int32_t)i;
+    }
+    ck_assert(first_cast >= 0 && last_scale >= 0 && add >= 0);
+    ck_assert_int_eq(fake_rec.values[fake_rec.in[first_cast][0]].kind, RLX_VALUE_INPUT);
+    ck_assert_int_eq(fake_rec.values[fake_rec.out[first_cast][0]].dtype, RLX_BF16);
+    ck_assert_int_eq(fake_rec.dtype_attr[first_cast], RLX_BF16);
+    int32_t pinned = fake_rec.out[last_scale][0];
+    ck_assert_int_eq(fake_rec.values[pinned].dtype, RLX_F32);
+    ck_assert_msg(fake_rec.in[add][0] == pinned || fake_rec.in[add][1] == pinned,
+                  "the pinned scale's f32 output does not reach rlx.add directly");
+    rlx_model_close(m);
+    rlx_flow_free(f);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("graph");
@@ -717,6 +765,7 @@ static Suite *suite(void)
     tcase_add_test(t, arena_reuses_memory_without_overlap);
     tcase_add_test(t, weights_tied_once_and_shape_checked);
     tcase_add_test(t, precision_casts_or_names_op_and_dtype);
+    tcase_add_test(t, precision_follows_emitted_casts_and_pins);
     suite_add_tcase(s, t);
     return s;
 }

@@ -28,6 +28,9 @@ static int f_compile(void *be, const rlx_program *p, void **exe, rlx_diag *d)
         fake_rec.n_out[i] = p->nodes[i].n_outputs;
         for (uint32_t k = 0; k < p->nodes[i].n_inputs && k < 5; k++) fake_rec.in[i][k] = p->nodes[i].inputs[k];
         for (uint32_t k = 0; k < p->nodes[i].n_outputs && k < 2; k++) fake_rec.out[i][k] = p->nodes[i].outputs[k];
+        fake_rec.dtype_attr[i] = -1;
+        for (uint32_t k = 0; k < p->nodes[i].n_attrs; k++)
+            if (!strcmp(p->nodes[i].attrs[k].name, "dtype")) fake_rec.dtype_attr[i] = p->nodes[i].attrs[k].i;
     }
     *exe = &fake_rec;
     return 0;

@@ -12,6 +12,7 @@ typedef struct fake_record {
     char ops[FAKE_MAX][32];
     int32_t in[FAKE_MAX][5], out[FAKE_MAX][2];
     uint32_t n_in[FAKE_MAX], n_out[FAKE_MAX];
+    int64_t dtype_attr[FAKE_MAX]; /* a node's int attribute dtype, -1 without one */
     size_t arena_bytes;
 } fake_record;
 

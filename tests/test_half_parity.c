@@ -3,7 +3,8 @@
  * forward logits of every case and the KV-decode logits (teacher-forced along the
  * reference's greedy continuation) must land within 1.5x of how far transformers itself
  * lands from the float64 reference in that dtype (half.json), and the greedy ids must
- * agree wherever the reference's top-2 margin exceeds 0.1. */
+ * agree wherever the reference's top-2 margin exceeds 0.1. mistral-tiny runs through the
+ * out-of-tree arch example (examples/out-of-tree-arch, built by make check). */
 #include <check.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -14,7 +15,8 @@
 #include "testutil.h"
 
 static const char *const models[] = {"llama32-tiny", "llama-untied-bf16", "qwen3-tiny",
-                                      "qwen3-untied-bf16", "gemma2-tiny", "gemma3-tiny", "phi3-tiny"};
+                                      "qwen3-untied-bf16", "gemma2-tiny", "gemma3-tiny", "phi3-tiny",
+                                      "mistral-tiny"};
 #define N_MODELS (sizeof models / sizeof models[0])
 #define N_CASES 3
 #define N_GEN 10
@@ -53,6 +55,14 @@ START_TEST(test_half_parity)
     o.precision = compute;
     o.mixed = mixed;
     o.threads = 2;
+    char path[8192], prof[8192];
+    if (!strcmp(model, "mistral-tiny")) { /* the plugin in the build tree, its profiles in the source */
+        const char *pp = getenv("RLX_PLUGIN_PATH"), *pf = getenv("RLX_PROFILE_PATH");
+        snprintf(path, sizeof path, "%s:%s", pp && *pp ? pp : ".", tu_build("examples/out-of-tree-arch/.libs"));
+        snprintf(prof, sizeof prof, "%s:%s", pf && *pf ? pf : ".", tu_src("examples/out-of-tree-arch"));
+        o.plugin_path = path;
+        setenv("RLX_PROFILE_PATH", prof, 1);
+    }
     rlx_model *m = NULL;
     rlx_diag d;
     rlx_diag_init(&d);

@@ -8,36 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "rlx/rlx.h"
+#include "parity_util.h"
 #include "testutil.h"
-
-static rlx_weights *open_st(const char *path)
-{
-    rlx_weights *w = NULL;
-    rlx_diag d;
-    rlx_diag_init(&d);
-    ck_assert_msg(rlx_weights_open(path, &w, &d) == 0, "%s", d.msg);
-    return w;
-}
-
-static float *read_f32(const rlx_weights *w, const char *name, rlx_shape *shape)
-{
-    const rlx_tensor_info *t = rlx_weights_find(w, name);
-    ck_assert_msg(t != NULL, "tensor %s missing", name);
-    size_t n = (size_t)rlx_shape_numel(&t->shape);
-    float *v = malloc(n * sizeof *v + 1);
-    rlx_diag d;
-    rlx_diag_init(&d);
-    ck_assert_msg(rlx_weights_read(t, RLX_F32, v, n, &d) == 0, "%s", d.msg);
-    if (shape) *shape = t->shape;
-    return v;
-}
-
-static rlx_weights *ref_open(void)
-{
-    char ref[1024];
-    snprintf(ref, sizeof ref, "%s/ref.safetensors", tu_fixture("sam-tiny"));
-    return open_st(ref);
-}
 
 /* one tensor for an inputs file */
 typedef struct in_t {
@@ -69,9 +41,9 @@ static tu_result forward(const char *in, const char *out, const char *extra)
 /* out's tensor name against the reference's, within 1e-4 relative L2 */
 static void check_close(const char *out, const char *name, const char *what)
 {
-    rlx_weights *wo = open_st(out), *wr = ref_open();
+    rlx_weights *wo = pu_open_st(out), *wr = pu_open_ref("sam-tiny");
     rlx_shape so, sr;
-    float *got = read_f32(wo, name, &so), *want = read_f32(wr, name, &sr);
+    float *got = pu_read_tensor(wo, name, &so), *want = pu_read_tensor(wr, name, &sr);
     ck_assert_msg(so.ndim == sr.ndim, "%s: %s has %u dims, the reference %u", what, name, so.ndim, sr.ndim);
     for (uint32_t i = 0; i < sr.ndim; i++)
         ck_assert_msg(so.dims[i] == sr.dims[i], "%s: %s dim %u is %lld, the reference's %lld", what, name, i,
@@ -87,7 +59,7 @@ static void check_close(const char *out, const char *name, const char *what)
 
 static void check_shape(const char *out, const char *name, uint32_t nd, const int64_t *dims)
 {
-    rlx_weights *w = open_st(out);
+    rlx_weights *w = pu_open_st(out);
     const rlx_tensor_info *t = rlx_weights_find(w, name);
     ck_assert_msg(t != NULL, "%s missing from the outputs", name);
     ck_assert_msg(t->shape.ndim == nd, "%s: %u dims, expected %u", name, t->shape.ndim, nd);
@@ -99,7 +71,7 @@ static void check_shape(const char *out, const char *name, uint32_t nd, const in
 
 static int has_tensor(const char *out, const char *name)
 {
-    rlx_weights *w = open_st(out);
+    rlx_weights *w = pu_open_st(out);
     int r = rlx_weights_find(w, name) != NULL;
     rlx_weights_close(w);
     return r;
@@ -114,10 +86,10 @@ typedef struct refs {
 
 static void refs_open(refs *r)
 {
-    r->w = ref_open();
-    r->px = read_f32(r->w, "pixel_values", &r->sp);
-    r->pts = read_f32(r->w, "input_points", &r->spt);
-    r->emb = read_f32(r->w, "image_embeddings", &r->semb);
+    r->w = pu_open_ref("sam-tiny");
+    r->px = pu_read_tensor(r->w, "pixel_values", &r->sp);
+    r->pts = pu_read_tensor(r->w, "input_points", &r->spt);
+    r->emb = pu_read_tensor(r->w, "image_embeddings", &r->semb);
     const rlx_tensor_info *t = rlx_weights_find(r->w, "input_labels");
     rlx_diag d;
     rlx_diag_init(&d);
@@ -134,26 +106,35 @@ static void refs_close(refs *r)
 
 static const char *const extras[2] = {"--policy fusable", "--policy direct --threads 2"};
 
-/* the whole model: pixel_values and a point -> all three outputs */
-START_TEST(test_full_parity)
+/* forward on the reference's image input (pixel_values or image_embeddings) with its point
+ * prompt; the outputs file into out, in a folder the caller removes (returned) */
+static char *forward_point(const char *image, const char *extra, char *out, size_t len)
 {
     refs r;
     refs_open(&r);
-    char *tmp = tu_mkdtemp(), in[1024], out[1024];
+    char *tmp = tu_mkdtemp(), in[1024];
     snprintf(in, sizeof in, "%s/in.safetensors", tmp);
-    snprintf(out, sizeof out, "%s/out.safetensors", tmp);
+    snprintf(out, len, "%s/out.safetensors", tmp);
+    int px = !strcmp(image, "pixel_values");
     rlx_shape ls = {3, {1, 1, 1}};
-    in_t t[3] = {{"pixel_values", RLX_F32, r.sp, r.px},
+    in_t t[3] = {{image, RLX_F32, px ? r.sp : r.semb, px ? r.px : r.emb},
                  {"input_points", RLX_F32, r.spt, r.pts},
                  {"input_labels", RLX_I32, ls, r.lab}};
     write_st(in, t, 3);
-    tu_result res = forward(in, out, extras[_i]);
-    ck_assert_msg(res.status == 0, "forward %s exited %d: %s", extras[_i], res.status, res.err);
+    tu_result res = forward(in, out, extra);
+    ck_assert_msg(res.status == 0, "forward from %s %s exited %d: %s", image, extra, res.status, res.err);
     tu_result_free(&res);
+    refs_close(&r);
+    return tmp;
+}
+
+/* the whole model: pixel_values and a point -> all three outputs */
+START_TEST(test_full_parity)
+{
+    char out[1024], *tmp = forward_point("pixel_values", extras[_i], out, sizeof out);
     check_close(out, "image_embeddings", extras[_i]);
     check_close(out, "pred_masks", extras[_i]);
     check_close(out, "iou_scores", extras[_i]);
-    refs_close(&r);
     tu_rmrf(tmp);
     free(tmp);
 }
@@ -162,23 +143,10 @@ END_TEST
 /* the second stage: the reference's image_embeddings reused with the prompt */
 START_TEST(test_embeddings_stage)
 {
-    refs r;
-    refs_open(&r);
-    char *tmp = tu_mkdtemp(), in[1024], out[1024];
-    snprintf(in, sizeof in, "%s/in.safetensors", tmp);
-    snprintf(out, sizeof out, "%s/out.safetensors", tmp);
-    rlx_shape ls = {3, {1, 1, 1}};
-    in_t t[3] = {{"image_embeddings", RLX_F32, r.semb, r.emb},
-                 {"input_points", RLX_F32, r.spt, r.pts},
-                 {"input_labels", RLX_I32, ls, r.lab}};
-    write_st(in, t, 3);
-    tu_result res = forward(in, out, extras[_i]);
-    ck_assert_msg(res.status == 0, "forward exited %d: %s", res.status, res.err);
-    tu_result_free(&res);
+    char out[1024], *tmp = forward_point("image_embeddings", extras[_i], out, sizeof out);
     check_close(out, "pred_masks", "from image_embeddings");
     check_close(out, "iou_scores", "from image_embeddings");
     ck_assert_msg(!has_tensor(out, "image_embeddings"), "image_embeddings written without pixel_values");
-    refs_close(&r);
     tu_rmrf(tmp);
     free(tmp);
 }
@@ -208,9 +176,9 @@ START_TEST(test_prompt_shapes)
     check_shape(out, "pred_masks", 5, md);
     check_shape(out, "iou_scores", 3, id);
     {
-        rlx_weights *wo = open_st(out);
-        rlx_shape s;
-        float *got = read_f32(wo, "pred_masks", &s), *want = read_f32(r.w, "pred_masks", NULL);
+        rlx_weights *wo = pu_open_st(out);
+        rlx_shape s, sr;
+        float *got = pu_read_tensor(wo, "pred_masks", &s), *want = pu_read_tensor(r.w, "pred_masks", &sr);
         double e = tu_rel_l2(got, want, 3 * 32 * 32);
         ck_assert_msg(e < 1e-4, "prompt set 0 of two: pred_masks rel L2 %.3g", e);
         free(got);

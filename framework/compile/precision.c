@@ -8,6 +8,10 @@
  * compute f16/bf16, mixed none: as auto, and every float intermediate and state (the
  *   KV cache) is in the compute dtype too; graph outputs (logits) stay f32. Norm and
  *   bias vectors stay f32. Kernels accumulate in f32 whatever they read.
+ * A node a block marks with the int attribute "f32" = 1 keeps its float outputs in f32
+ * whatever the compute dtype (what the reference computes in f32: sinusoidal timestep
+ * angles, position ids, additive masks). An rlx.cast a block emitted converts to the
+ * dtype its output ends up with.
  * Blocks emit in f32; this pass runs after fusion, before legalisation. */
 #include "compile/passes.h"
 #include "ir/ops.h"
@@ -48,20 +52,29 @@ int rg_pass_precision(rg_graph *g, const rlx_profile *pr, rg_stats *st, rlx_diag
     int c = rg_precision_dtype(pr);
     if (c == RLX_F32) return 0;
     int all = strcmp(pr->precision.mixed, "auto") != 0;
-    uint8_t *is_out = calloc(g->n_values + 1, 1);
-    if (!is_out) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
-    for (uint32_t i = 0; i < g->n_outputs; i++) is_out[g->outputs[i].value] = 1;
+    uint8_t *keep = calloc(g->n_values + 1, 1); /* stays f32: a graph output or pinned */
+    if (!keep) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < g->n_outputs; i++) keep[g->outputs[i].value] = 1;
+    for (uint32_t i = 0; i < g->n_nodes; i++)
+        for (uint32_t j = 0; !g->nodes[i].dead && rg_attr_int(&g->nodes[i], "f32", 0) && j < g->nodes[i].n_out; j++)
+            keep[g->nodes[i].out[j]] = 1;
     for (uint32_t v = 0; v < g->n_values; v++) {
         rg_value *x = &g->values[v];
         if (x->dtype != RLX_F32) continue;
         if (x->kind == RG_WEIGHT && matrix_weight(g, (int32_t)v)) x->dtype = c;
-        else if (all && (x->kind == RG_STATE || (x->kind == RG_TEMP && !is_out[v]))) x->dtype = c;
+        else if (all && (x->kind == RG_STATE || (x->kind == RG_TEMP && !keep[v]))) x->dtype = c;
     }
-    free(is_out);
-    /* a reshape is an alias: its output has its input's dtype */
+    free(keep);
     for (uint32_t i = 0; i < g->n_nodes; i++) {
-        const rg_node *n = &g->nodes[i];
-        if (!n->dead && !strcmp(n->op, "rlx.reshape")) g->values[n->out[0]].dtype = g->values[n->in[0]].dtype;
+        rg_node *n = &g->nodes[i];
+        if (n->dead || !n->n_out) continue;
+        /* a reshape is an alias: its output has its input's dtype */
+        if (!strcmp(n->op, "rlx.reshape")) g->values[n->out[0]].dtype = g->values[n->in[0]].dtype;
+        /* an emitted cast converts to what its output became */
+        int dt = g->values[n->out[0]].dtype;
+        rlx_attr a = RLX_ATTR_I("dtype", dt);
+        if (!strcmp(n->op, "rlx.cast") && rg_attr_int(n, "dtype", dt) != dt && rg_set_attr(n, &a))
+            return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     }
     (void)st;
     return 0;

@@ -58,13 +58,11 @@ const rlx_arch *rlx_registry_arch_for(const rlx_registry *r, const char *model_t
 const rlx_arch *rlx_registry_arch_for_class(const rlx_registry *r, const char *class_name);
 const rlx_host_api *rlx_host_api_get(void);
 const char *rlx_default_plugin_dir(void);
-/* ---- added by core ---- */
 /* An arch by its own name (rlx_registry_arch_for looks up by config model_type). */
 const rlx_arch *rlx_registry_arch(const rlx_registry *r, const char *name);
 /* The backend's probe, run once per registry (thread-safe) and cached; NULL when be
  * is not a backend of r. */
 const rlx_backend_probe *rlx_registry_probe(const rlx_registry *r, const rlx_backend *be);
-/* ---- end core additions ---- */
 
 /* ---------------------------------------------------------------- weights (safetensors) */
 typedef struct rlx_weights rlx_weights;

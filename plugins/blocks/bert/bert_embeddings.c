@@ -25,12 +25,14 @@ static int32_t additive_mask(const blk_em *e, const char *mask_slot)
         if (m >= 0) e->h->fail(e->c, "%s: slot '%s' is not a [T] mask", e->who, mask_slot);
         return -1;
     }
-    rlx_attr cast[] = {RLX_ATTR_I("dtype", RLX_F32)};
-    m = e->h->emit_op(e->c, "rlx.cast", &m, 1, cast, 1);
+    /* f32 whatever the compute dtype ("f32": 1): FLT_MAX is no 16-bit number */
+    rlx_attr cast[] = {RLX_ATTR_I("dtype", RLX_F32), RLX_ATTR_I("f32", 1)};
+    m = e->h->emit_op(e->c, "rlx.cast", &m, 1, cast, 2);
     /* (m - 1) · FLT_MAX = (1 - m) · finfo.min */
-    rlx_attr sub1[] = {RLX_ATTR_F("value", -1.0)}, big[] = {RLX_ATTR_F("scale", (double)FLT_MAX)};
-    m = m < 0 ? -1 : e->h->emit_op(e->c, "rlx.add_scalar", &m, 1, sub1, 1);
-    m = m < 0 ? -1 : e->h->emit_op(e->c, "rlx.scale", &m, 1, big, 1);
+    rlx_attr sub1[] = {RLX_ATTR_F("value", -1.0), RLX_ATTR_I("f32", 1)},
+             big[] = {RLX_ATTR_F("scale", (double)FLT_MAX), RLX_ATTR_I("f32", 1)};
+    m = m < 0 ? -1 : e->h->emit_op(e->c, "rlx.add_scalar", &m, 1, sub1, 2);
+    m = m < 0 ? -1 : e->h->emit_op(e->c, "rlx.scale", &m, 1, big, 2);
     if (m < 0) return -1;
     /* the same key row for every query: broadcast onto zeros [T, T] */
     int64_t T = s.dims[0];
@@ -42,7 +44,8 @@ static int32_t additive_mask(const blk_em *e, const char *mask_slot)
     }
     int32_t z = e->h->emit_const(e->c, RLX_F32, &tt, zeros);
     free(zeros);
-    return blk_op2(e, "rlx.add", z, m);
+    int32_t in[2] = {z, m};
+    return z < 0 ? -1 : e->h->emit_op(e->c, "rlx.add", in, 2, cast + 1, 1);
 }
 
 static int embeddings(rlx_ctx *c, const rlx_host_api *h)

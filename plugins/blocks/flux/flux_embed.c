@@ -19,14 +19,20 @@ static int32_t time_embed(const blk_em *e, const char *input, int64_t C, const c
     int32_t t = blk_slot(e, input);
     int64_t one[2] = {1, 1}, half = C / 2;
     t = t < 0 ? -1 : blk_reshape(e, t, 2, one);
-    rlx_attr k[] = {RLX_ATTR_F("scale", 1000.0)};
-    t = t < 0 ? -1 : e->h->emit_op(e->c, "rlx.scale", &t, 1, k, 1);
+    /* 1000·t in f32 too: diffusers rounds it to the model dtype first (3500 -> 3504 in
+     * bf16), which alone moves a guidance-embedding output 5 % from the f32 reference */
+    rlx_attr k[] = {RLX_ATTR_F("scale", 1000.0), RLX_ATTR_I("f32", 1)};
+    t = t < 0 ? -1 : e->h->emit_op(e->c, "rlx.scale", &t, 1, k, 2);
     float *buf = calloc((size_t)C + 1, sizeof *buf);
     if (!buf) return e->h->fail(e->c, "%s: out of memory", e->who), -1;
     for (int64_t j = 0; j < half; j++) buf[j] = (float)exp(-log(10000.0) * (double)j / (double)half);
     rlx_shape fs = blk_shape2(half, 1);
     int32_t freqs = e->h->emit_const(e->c, RLX_F32, &fs, buf);
-    int32_t ang = blk_op2(e, "rlx.matmul", t, freqs); /* [1, half] */
+    /* angles and sinusoid in f32 whatever the compute dtype ("f32": 1), as diffusers'
+     * get_timestep_embedding; only the MLP after it has 16-bit weights */
+    rlx_attr pin[] = {RLX_ATTR_I("f32", 1), RLX_ATTR_I("rot_dim", 0)};
+    int32_t mm[2] = {t, freqs};
+    int32_t ang = t < 0 || freqs < 0 ? -1 : e->h->emit_op(e->c, "rlx.matmul", mm, 2, pin, 1); /* [1, half] */
     int64_t flat[1] = {half};
     ang = ang < 0 ? -1 : blk_reshape(e, ang, 1, flat);
     for (int64_t j = 0; j < C; j++) buf[j] = j < half ? 1.0f : 0.0f;
@@ -35,8 +41,7 @@ static int32_t time_embed(const blk_em *e, const char *input, int64_t C, const c
     int32_t in[3] = {e->h->emit_const(e->c, RLX_F32, &xs, buf), e->h->emit_const(e->c, RLX_I32, &ps, &pos1), ang};
     free(buf);
     if (in[0] < 0 || in[1] < 0 || in[2] < 0) return -1;
-    rlx_attr at[] = {RLX_ATTR_I("rot_dim", 0)};
-    int32_t s = e->h->emit_op(e->c, "rlx.rope", in, 3, at, 1);
+    int32_t s = e->h->emit_op(e->c, "rlx.rope", in, 3, pin, 2);
     int64_t row[2] = {1, C};
     s = s < 0 ? -1 : blk_reshape(e, s, 2, row);
     s = flux_linear(e, s, prefix, "linear_1.", D);
@@ -61,11 +66,13 @@ static int positions(const blk_em *e, const flux_dims *fd)
     if (A != fd->n_axes)
         return e->h->fail(e->c, "%s: txt_ids/img_ids have %lld columns, axes_dims_rope %d", e->who,
                           (long long)A, fd->n_axes), -1;
-    rlx_attr ax[] = {RLX_ATTR_I("axis", 0)};
-    int32_t ids = e->h->emit_op(e->c, "rlx.concat", cat, 2, ax, 1);
+    /* ids in f32 whatever the compute dtype ("f32": 1): bf16 holds integers to 256 only */
+    rlx_attr ax[] = {RLX_ATTR_I("axis", 0), RLX_ATTR_I("f32", 1)};
+    int32_t ids = e->h->emit_op(e->c, "rlx.concat", cat, 2, ax, 2);
     for (int a = 0; a < fd->n_axes && ids >= 0; a++) {
         int64_t flat[1] = {-1};
-        int32_t p = flux_cols(e, ids, a, a + 1);
+        rlx_attr col[] = {RLX_ATTR_I("axis", 1), RLX_ATTR_I("start", a), RLX_ATTR_I("end", a + 1), ax[1]};
+        int32_t p = e->h->emit_op(e->c, "rlx.slice", &ids, 1, col, 4);
         p = p < 0 ? -1 : blk_reshape(e, p, 1, flat);
         rlx_attr to[] = {RLX_ATTR_I("dtype", RLX_I32)};
         p = p < 0 ? -1 : e->h->emit_op(e->c, "rlx.cast", &p, 1, to, 1);
