@@ -3,15 +3,22 @@
  *
  * One file per source path in $RLX_CACHE_DIR, else $XDG_CACHE_HOME/rlx, else
  * ~/.cache/rlx (folder tokenizers/); RLX_NO_CACHE=1 turns it off. A cache is used only
- * when its header names the source's size, mtime and content hash, and everything in it
- * checks out: magic, version, byte order, section lengths against the file size, a
+ * when its header names the source as it is now, and everything in it checks out: magic,
+ * version, byte order, a header checksum, section lengths against the file size, a
  * checksum over the payload, every table entry in bounds. Anything else is a miss: the
  * source is parsed and the cache rewritten (temp file + rename, so a reader never sees a
  * half-written one). The cache never makes a load fail.
  *
+ * The source is named by its stat data (device, inode, size, mtime and ctime to the
+ * nanosecond) and a hash of 16 blocks spread over it; the hash of the whole file is
+ * checked as well while the entry is "racy": written less than TK_RACY_S after the
+ * source's last change, when a change in the same time-stamp tick could still leave the
+ * stat data as they were (git's "racily clean" index entries). Such an entry loses the
+ * flag at the first load that finds the file unchanged and old enough.
+ *
  * Layout (native byte order, every section 8-byte aligned):
- *   header  64 bytes: magic, version, byte-order tag, source size / mtime / hash,
- *           payload length and checksum
+ *   header  128 bytes: magic, version, byte-order tag, flags, source key, payload length
+ *           and checksum, header checksum
  *   meta    16 x u64: lengths and counts below
  *   rest    the JSON without model.vocab / model.merges (tk_fast_bpe's text)
  *   vocab   strmap slots, then its key bytes
@@ -21,30 +28,35 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAGIC "RLXTOKC\n"
-#define VERSION 1u
+#define VERSION 2u
 #define BYTE_ORDER_TAG 0x01020304u
-#define HDR_BYTES 64u
+#define HDR_BYTES 128u
+#define F_RACY 1u
 #define META_WORDS 16u
 #define MAX_CAP (1ull << 28) /* slots of one table: far above any real vocabulary */
 #define BLOCK (1u << 20)     /* the content hash is chained over 1 MiB blocks */
+#define SAMPLES 16u          /* the sample: 16 blocks of 4 KiB, first and last included */
+#define SAMPLE_B 4096u
 
 enum { M_REST, M_VCAP, M_VN, M_KEYS, M_MCAP, M_MN, M_JCAP, M_JN, M_MAXID };
 
 typedef struct hdr {
     char magic[8];
-    uint32_t version, order;
-    uint64_t src_size;
-    int64_t mtime_s, mtime_ns;
-    uint64_t src_hash, payload_len, payload_sum;
+    uint32_t version, order, flags, zero;
+    uint64_t src_size, src_dev, src_ino;
+    int64_t mtime_s, mtime_ns, ctime_s, ctime_ns;
+    uint64_t src_hash, src_sample, payload_len, payload_sum, reserved, hdr_sum;
 } hdr;
 _Static_assert(sizeof(hdr) == HDR_BYTES, "cache header layout");
 _Static_assert(sizeof(struct tk_strent) == 16 && sizeof(struct tk_pairent) == 16, "table layout");
@@ -83,6 +95,19 @@ uint64_t tk_cache_hash(const void *p, size_t n)
     return h;
 }
 
+/* n bytes at offset o, or -1 (a read error, or the file is shorter now) */
+static int pread_all(int fd, void *buf, size_t n, uint64_t o)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(o + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        got += (size_t)r;
+    }
+    return 0;
+}
+
 /* the same hash read from fd in blocks (no copy of the whole file); -1 on a read error or
  * a file whose length is not n any more */
 static int hash_fd(int fd, uint64_t n, uint64_t *out)
@@ -92,20 +117,63 @@ static int hash_fd(int fd, uint64_t n, uint64_t *out)
     uint64_t h = n, o = 0;
     int rc = 0;
     while (!rc && o < n) {
-        size_t want = n - o < BLOCK ? (size_t)(n - o) : BLOCK, got = 0;
-        while (got < want) {
-            ssize_t r = pread(fd, buf + got, want - got, (off_t)(o + got));
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) break;
-            got += (size_t)r;
-        }
-        if (got != want) rc = -1;
+        size_t want = n - o < BLOCK ? (size_t)(n - o) : BLOCK;
+        if (pread_all(fd, buf, want, o)) rc = -1;
         else h = hash_bytes(buf, want, h);
         o += want;
     }
     free(buf);
     *out = h;
     return rc;
+}
+
+/* offset of sample block i of a source of n bytes (n > SAMPLES * SAMPLE_B) */
+static uint64_t sample_at(uint64_t n, unsigned i) { return i * ((n - SAMPLE_B) / (SAMPLES - 1)); }
+
+uint64_t tk_cache_sample(const void *p, size_t n)
+{
+    if (n <= SAMPLES * SAMPLE_B) return tk_cache_hash(p, n);
+    uint64_t h = n ^ 0x73616d70;
+    for (unsigned i = 0; i < SAMPLES; i++) h = hash_bytes((const char *)p + sample_at(n, i), SAMPLE_B, h);
+    return h;
+}
+
+/* tk_cache_sample read from fd: 16 small reads */
+static int sample_fd(int fd, uint64_t n, uint64_t *out)
+{
+    char buf[SAMPLE_B];
+    if (n <= SAMPLES * SAMPLE_B) return hash_fd(fd, n, out);
+    uint64_t h = n ^ 0x73616d70;
+    for (unsigned i = 0; i < SAMPLES; i++) {
+        if (pread_all(fd, buf, SAMPLE_B, sample_at(n, i))) return -1;
+        h = hash_bytes(buf, SAMPLE_B, h);
+    }
+    *out = h;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- source identity */
+
+void tk_cache_stat_key(const struct stat *st, tk_cache_key *k)
+{
+    k->size = (uint64_t)st->st_size;
+    k->dev = (uint64_t)st->st_dev;
+    k->ino = (uint64_t)st->st_ino;
+    k->mtime_s = (int64_t)st->st_mtim.tv_sec;
+    k->mtime_ns = (int64_t)st->st_mtim.tv_nsec;
+    k->ctime_s = (int64_t)st->st_ctim.tv_sec;
+    k->ctime_ns = (int64_t)st->st_ctim.tv_nsec;
+}
+
+int tk_cache_racy(const tk_cache_key *k)
+{
+    struct timespec now;
+    if (clock_gettime(CLOCK_REALTIME, &now)) return 1;
+    /* the later of the two stamps, in whole seconds rounded up: within TK_RACY_S of now,
+     * or ahead of it (a clock set back, a server's clock), the file may still change in
+     * a tick that its stamps already show */
+    int64_t last = k->mtime_s > k->ctime_s ? k->mtime_s : k->ctime_s;
+    return (int64_t)now.tv_sec - last <= TK_RACY_S;
 }
 
 /* ---------------------------------------------------------------- location */
@@ -158,6 +226,19 @@ static int check_pairs(const struct tk_pairent *e, uint64_t cap, uint64_t n, int
     return used == n ? 0 : -1;
 }
 
+static uint64_t hdr_sum(const hdr *h) { return tk_cache_hash(h, offsetof(hdr, hdr_sum)); }
+
+/* the header is this build's, intact, and names the source of key's stat data */
+static int hdr_ok(const hdr *h, const tk_cache_key *key)
+{
+    if (memcmp(h->magic, MAGIC, 8) || h->version != VERSION || h->order != BYTE_ORDER_TAG ||
+        (h->flags & ~F_RACY) || h->zero || h->reserved || h->hdr_sum != hdr_sum(h))
+        return 0;
+    return !key || (h->src_size == key->size && h->src_dev == key->dev && h->src_ino == key->ino &&
+                    h->mtime_s == key->mtime_s && h->mtime_ns == key->mtime_ns && h->ctime_s == key->ctime_s &&
+                    h->ctime_ns == key->ctime_ns);
+}
+
 int tk_cache_parse(const void *img, size_t len, const tk_cache_key *key, int check_sum, tk_cache_view *v)
 {
     memset(v, 0, sizeof *v);
@@ -165,10 +246,8 @@ int tk_cache_parse(const void *img, size_t len, const tk_cache_key *key, int che
     hdr h;
     if (len < HDR_BYTES + META_WORDS * 8) return -1;
     memcpy(&h, base, sizeof h);
-    if (memcmp(h.magic, MAGIC, 8) || h.version != VERSION || h.order != BYTE_ORDER_TAG) return -1;
-    if (key && (h.src_size != key->size || h.mtime_s != key->mtime_s || h.mtime_ns != key->mtime_ns ||
-                h.src_hash != key->hash))
-        return -1;
+    if (!hdr_ok(&h, key)) return -1;
+    if (key && (h.src_sample != key->sample || ((h.flags & F_RACY) && h.src_hash != key->hash))) return -1;
     if (h.payload_len != len - HDR_BYTES) return -1;
     const char *p = base + HDR_BYTES;
     uint64_t m[META_WORDS];
@@ -228,13 +307,20 @@ int tk_cache_parse(const void *img, size_t len, const tk_cache_key *key, int che
     return 0;
 }
 
-/* header only: is it worth hashing the source? */
-static int header_matches(int fd, const tk_cache_key *k)
+/* a racy entry found valid, its source now old enough: the flag goes (the header
+ * rewritten in place, one write of a 128-byte block; a reader sees the old or the new) */
+static void unracy(const char *cpath, const struct stat *cst, hdr *h)
 {
-    hdr h;
-    return pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && !memcmp(h.magic, MAGIC, 8) &&
-           h.version == VERSION && h.src_size == k->size && h.mtime_s == k->mtime_s &&
-           h.mtime_ns == k->mtime_ns;
+    int fd = open(cpath, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0) return;
+    if (fstat(fd, &st) == 0 && st.st_dev == cst->st_dev && st.st_ino == cst->st_ino) {
+        h->flags &= ~F_RACY;
+        h->hdr_sum = hdr_sum(h);
+        if (pwrite(fd, h, sizeof *h, 0) != (ssize_t)sizeof *h)
+            rlx__host_log(RLX_LOG_DEBUG, "tokenizer", "cache %s: header not updated", cpath);
+    }
+    close(fd);
 }
 
 int tk_cache_read(const char *cpath, int src_fd, tk_cache_key *k, tk_cache_view *v, void **map,
@@ -245,10 +331,14 @@ int tk_cache_read(const char *cpath, int src_fd, tk_cache_key *k, tk_cache_view 
     int fd = open(cpath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) return -1;
     struct stat st;
-    /* only a regular file of this user: another user's file could be made to say anything */
+    hdr h;
+    /* only a regular file of this user: another user's file could be made to say
+     * anything; then the header, then the sample, and the whole source only when racy */
     int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-             (uint64_t)st.st_size >= HDR_BYTES && (uint64_t)st.st_size < (4ull << 30) && header_matches(fd, k) &&
-             hash_fd(src_fd, k->size, &k->hash) == 0;
+             (uint64_t)st.st_size >= HDR_BYTES && (uint64_t)st.st_size < (4ull << 30) &&
+             pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && hdr_ok(&h, k) &&
+             sample_fd(src_fd, k->size, &k->sample) == 0 && k->sample == h.src_sample &&
+             (!(h.flags & F_RACY) || (hash_fd(src_fd, k->size, &k->hash) == 0 && k->hash == h.src_hash));
     void *p = ok ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0) : MAP_FAILED;
     close(fd);
     if (p == MAP_FAILED) return -1;
@@ -256,6 +346,8 @@ int tk_cache_read(const char *cpath, int src_fd, tk_cache_key *k, tk_cache_view 
         munmap(p, (size_t)st.st_size);
         return -1;
     }
+    k->racy = (h.flags & F_RACY) != 0; /* as this read found it */
+    if (k->racy && !tk_cache_racy(k)) unracy(cpath, &st, &h);
     *map = p;
     *map_len = (size_t)st.st_size;
     return 0;
@@ -313,10 +405,16 @@ void tk_cache_write(const char *cpath, const tk_cache_key *k, const tk_cache_vie
     memcpy(h.magic, MAGIC, 8);
     h.version = VERSION;
     h.order = BYTE_ORDER_TAG;
+    h.flags = k->racy ? F_RACY : 0;
     h.src_size = k->size;
+    h.src_dev = k->dev;
+    h.src_ino = k->ino;
     h.mtime_s = k->mtime_s;
     h.mtime_ns = k->mtime_ns;
+    h.ctime_s = k->ctime_s;
+    h.ctime_ns = k->ctime_ns;
     h.src_hash = k->hash;
+    h.src_sample = k->sample;
     h.payload_sum = 0x746b63;
     for (int s = 0; s < 6; s++) { /* the padding is hashed too: every payload byte counts */
         size_t pad = (size_t)(pad8(lens[s]) - lens[s]);
@@ -324,6 +422,7 @@ void tk_cache_write(const char *cpath, const tk_cache_key *k, const tk_cache_vie
         if (pad) h.payload_sum = tk_cache_hash(zeros, pad) ^ rotl(h.payload_sum, 17);
         h.payload_len += pad8(lens[s]);
     }
+    h.hdr_sum = hdr_sum(&h);
     int rc = write_all(fd, &h, sizeof h);
     for (int s = 0; s < 6 && !rc; s++)
         rc = write_all(fd, part[s], (size_t)lens[s]) || write_all(fd, zeros, (size_t)(pad8(lens[s]) - lens[s]));

@@ -369,3 +369,155 @@ out:
     tk_buf_free(&t2);
     return rc;
 }
+
+/* "true", "false" or "null" at c (null: *v kept) */
+static int read_bool(cur *c, int *v)
+{
+    size_t left = (size_t)(c->e - c->p);
+    if (left >= 4 && !memcmp(c->p, "true", 4)) *v = 1, c->p += 4;
+    else if (left >= 5 && !memcmp(c->p, "false", 5)) *v = 0, c->p += 5;
+    else if (left >= 4 && !memcmp(c->p, "null", 4)) c->p += 4;
+    else return -1;
+    return 0;
+}
+
+/* one added token object, its keys each at most once (an unknown key: not handled) */
+static int read_added_one(cur *c, tk_buf *tmp, tk_added *a)
+{
+    static const char *const keys[] = {"content", "id", "special", "normalized", "lstrip", "rstrip", "single_word"};
+    int *flags[] = {NULL, NULL, &a->special, &a->normalized, &a->lstrip, &a->rstrip, &a->single_word};
+    unsigned seen = 0;
+    int64_t id = -1;
+    a->normalized = 1; /* tokenizers' default for non-special tokens, as load_added */
+    ws(c);
+    if (c->p >= c->e || *c->p++ != '{') return -1;
+    ws(c);
+    if (c->p < c->e && *c->p == '}') return -1; /* no content: the full parse reports */
+    for (;;) {
+        const char *k, *v;
+        size_t kn, vn;
+        int esc, w = -1;
+        ws(c);
+        if (raw_str(c, &k, &kn, &esc) || esc) return -1;
+        for (int i = 0; i < 7; i++)
+            if (strlen(keys[i]) == kn && !memcmp(keys[i], k, kn)) w = i;
+        if (w < 0 || (seen & 1u << w)) return -1;
+        seen |= 1u << w;
+        ws(c);
+        if (c->p >= c->e || *c->p++ != ':') return -1;
+        ws(c);
+        if (w == 0) {
+            if (raw_str(c, &k, &kn, &esc) || str_value(k, kn, esc, tmp, &v, &vn) || !vn) return -1;
+            if (!(a->content = malloc(vn + 1))) return -1;
+            memcpy(a->content, v, vn);
+            a->content[vn] = 0;
+            a->len = vn;
+        } else if (w == 1) {
+            const char *d0 = c->p;
+            id = 0;
+            while (c->p < c->e && *c->p >= '0' && *c->p <= '9' && c->p - d0 < 11) id = id * 10 + (*c->p++ - '0');
+            if (c->p == d0 || (*d0 == '0' && c->p - d0 > 1) || id >= INT32_MAX) return -1;
+            if (c->p < c->e && (*c->p == '.' || *c->p == 'e' || *c->p == 'E')) return -1;
+        } else if (read_bool(c, flags[w])) {
+            return -1;
+        }
+        ws(c);
+        if (c->p >= c->e) return -1;
+        if (*c->p == ',') {
+            c->p++;
+            continue;
+        }
+        if (*c->p++ != '}') return -1;
+        break;
+    }
+    if (!a->content || id < 0) return -1;
+    a->id = (int32_t)id;
+    return 0;
+}
+
+static void free_added(tk_added *a, size_t n)
+{
+    for (size_t i = 0; i < n; i++) free(a[i].content);
+    free(a);
+}
+
+int tk_fast_added(const char *buf, size_t len, tk_added **added, size_t *n, char **cut, size_t *cut_len)
+{
+    *added = NULL;
+    *n = 0;
+    *cut = NULL;
+    cur c = {buf, buf + len};
+    const char *s;
+    size_t sn;
+    int esc;
+    ws(&c);
+    if (c.p >= c.e || *c.p++ != '{') return -1;
+    for (;;) { /* the top-level members up to "added_tokens" */
+        ws(&c);
+        if (raw_str(&c, &s, &sn, &esc) || esc) return -1;
+        ws(&c);
+        if (c.p >= c.e || *c.p++ != ':') return -1;
+        ws(&c);
+        if (sn == 12 && !memcmp(s, "added_tokens", 12)) break;
+        if (skip_value(&c, 1)) return -1;
+        ws(&c);
+        if (c.p >= c.e || *c.p++ != ',') return -1;
+    }
+    const char *v0 = c.p;
+    if (c.p >= c.e || *c.p != '[') return -1;
+    /* a second "added_tokens" later in the file: jansson's duplicate error */
+    cur after = c;
+    if (skip_value(&after, 1) || u8_check((const uint8_t *)v0, (size_t)(after.p - v0))) return -1;
+    for (cur r = after;;) {
+        ws(&r);
+        if (r.p >= r.e || *r.p != ',') break;
+        r.p++;
+        ws(&r);
+        if (raw_str(&r, &s, &sn, &esc) || (!esc && sn == 12 && !memcmp(s, "added_tokens", 12))) return -1;
+        ws(&r);
+        if (r.p >= r.e || *r.p++ != ':' || skip_value(&r, 1)) return -1;
+    }
+    size_t cap = 16, k = 0;
+    tk_added *a = calloc(cap, sizeof *a);
+    tk_buf tmp = {0};
+    int rc = a ? 0 : -1;
+    c.p++;
+    ws(&c);
+    if (!rc && c.p < c.e && *c.p == ']') c.p++;
+    else
+        while (!rc) {
+            if (k + 1 >= cap) {
+                tk_added *q = realloc(a, 2 * cap * sizeof *q);
+                if (!q) {
+                    rc = -1;
+                    break;
+                }
+                a = q;
+                memset(a + cap, 0, cap * sizeof *a);
+                cap *= 2;
+            }
+            rc = read_added_one(&c, &tmp, &a[k]);
+            k++;
+            ws(&c);
+            if (rc || c.p >= c.e) rc = -1;
+            else if (*c.p == ',') c.p++;
+            else if (*c.p++ == ']') break;
+            else rc = -1;
+        }
+    tk_buf_free(&tmp);
+    char *r = rc ? NULL : malloc(len - (size_t)(c.p - v0) + 3);
+    if (!r) {
+        free_added(a, k);
+        return -1;
+    }
+    size_t at = (size_t)(v0 - buf);
+    memcpy(r, buf, at);
+    memcpy(r + at, "[]", 2);
+    memcpy(r + at + 2, c.p, (size_t)(c.e - c.p));
+    *cut_len = at + 2 + (size_t)(c.e - c.p);
+    r[*cut_len] = 0;
+    *cut = r;
+    *added = a;
+    *n = k;
+    return 0;
+}
