@@ -145,14 +145,18 @@ static int build_id_table(rlx_tokenizer *t)
 {
     const char **mt;
     size_t mn;
-    tk_bpe_id_to_token(t->bpe, &mt, &mn);
+    tk_bpe_take_ids(t->bpe, &mt, &mn); /* the model's table, grown for the added ids */
     size_t n = mn;
     for (size_t i = 0; i < t->n_added; i++)
         if ((size_t)t->added[i].id + 1 > n) n = (size_t)t->added[i].id + 1;
-    t->id_tok = calloc(n ? n : 1, sizeof *t->id_tok);
+    t->id_tok = realloc(mt, (n ? n : 1) * sizeof *t->id_tok);
+    if (!t->id_tok) {
+        free(mt);
+        return -1;
+    }
+    memset(t->id_tok + mn, 0, (n - mn) * sizeof *t->id_tok);
     t->id_special = calloc(n ? n : 1, 1);
-    if (!t->id_tok || !t->id_special) return -1;
-    memcpy(t->id_tok, mt, mn * sizeof *mt);
+    if (!t->id_special) return -1;
     for (size_t i = 0; i < t->n_added; i++) {
         t->id_tok[t->added[i].id] = t->added[i].content;
         t->id_special[t->added[i].id] = (uint8_t)t->added[i].special;

@@ -209,54 +209,95 @@ static int read_vocab(tk_bpe *b, const char *s, size_t n, tk_buf *tmp)
     }
 }
 
-/* model.merges' text: ["a b", ...] or [["a", "b"], ...] added in rank order */
-static int read_merges(const tk_jctx *jc, tk_bpe *b, const char *s, size_t n, tk_buf *tmp, tk_buf *tmp2)
+/* Merges are parsed RING - 1 ahead of the one added, and the vocab slots (then the key
+ * bytes, AHEAD_KEYS ahead) of their halves fetched meanwhile: adding one is mostly
+ * memory latency, a few cache misses in tables of tens of MB */
+#define RING 16
+#define AHEAD_KEYS 8
+
+typedef struct pending {
+    const char *l, *r;
+    size_t ln, rn;
+    tk_buf bl, br; /* the unescaped halves when the text has escapes */
+} pending;
+
+/* one merge at c into *m: "a b" or ["a", "b"] */
+static int parse_merge(cur *c, pending *m)
 {
-    cur c = {s, s + n};
-    ws(&c);
-    if (c.p >= c.e || *c.p++ != '[') return -1;
-    ws(&c);
-    if (c.p < c.e && *c.p == ']') return 0;
-    for (size_t i = 0;; i++) {
-        const char *raw, *l, *r;
-        size_t rawn, ln, rn;
-        int esc;
-        ws(&c);
-        if (c.p >= c.e) return -1;
-        if (*c.p == '"') {
-            const char *v;
-            size_t vn;
-            if (raw_str(&c, &raw, &rawn, &esc) || str_value(raw, rawn, esc, tmp, &v, &vn)) return -1;
-            const char *sp = memchr(v, ' ', vn);
-            if (!sp || memchr(sp + 1, ' ', vn - (size_t)(sp - v) - 1)) return -1;
-            l = v;
-            ln = (size_t)(sp - v);
-            r = sp + 1;
-            rn = vn - ln - 1;
-        } else if (*c.p == '[') {
-            c.p++;
-            ws(&c);
-            if (raw_str(&c, &raw, &rawn, &esc) || str_value(raw, rawn, esc, tmp, &l, &ln)) return -1;
-            ws(&c);
-            if (c.p >= c.e || *c.p++ != ',') return -1;
-            ws(&c);
-            if (raw_str(&c, &raw, &rawn, &esc) || str_value(raw, rawn, esc, tmp2, &r, &rn)) return -1;
-            ws(&c);
-            if (c.p >= c.e || *c.p++ != ']') return -1;
-        } else {
-            return -1;
-        }
-        if (tk_bpe_add_merge(jc, b, l, ln, r, rn, i)) return -1;
-        ws(&c);
-        if (c.p >= c.e) return -1;
-        if (*c.p == ',') {
-            c.p++;
-            continue;
-        }
-        if (*c.p++ != ']') return -1;
-        ws(&c);
-        return c.p == c.e ? 0 : -1;
+    const char *raw;
+    size_t rawn;
+    int esc;
+    ws(c);
+    if (c->p >= c->e) return -1;
+    if (*c->p == '"') {
+        const char *v, *sp;
+        size_t vn;
+        if (raw_str(c, &raw, &rawn, &esc) || str_value(raw, rawn, esc, &m->bl, &v, &vn)) return -1;
+        if (!(sp = memchr(v, ' ', vn)) || memchr(sp + 1, ' ', vn - (size_t)(sp - v) - 1)) return -1;
+        m->l = v;
+        m->ln = (size_t)(sp - v);
+        m->r = sp + 1;
+        m->rn = vn - m->ln - 1;
+        return 0;
     }
+    if (*c->p != '[') return -1;
+    c->p++;
+    ws(c);
+    if (raw_str(c, &raw, &rawn, &esc) || str_value(raw, rawn, esc, &m->bl, &m->l, &m->ln)) return -1;
+    ws(c);
+    if (c->p >= c->e || *c->p++ != ',') return -1;
+    ws(c);
+    if (raw_str(c, &raw, &rawn, &esc) || str_value(raw, rawn, esc, &m->br, &m->r, &m->rn)) return -1;
+    ws(c);
+    return c->p < c->e && *c->p++ == ']' ? 0 : -1;
+}
+
+/* model.merges' text: ["a b", ...] or [["a", "b"], ...] added in rank order */
+static int read_merges(const tk_jctx *jc, tk_bpe *b, const char *s, size_t n)
+{
+    pending ring[RING];
+    memset(ring, 0, sizeof ring);
+    cur c = {s, s + n};
+    size_t parsed = 0, added = 0;
+    int rc = -1, done = 0;
+    ws(&c);
+    if (c.p >= c.e || *c.p++ != '[') goto out;
+    ws(&c);
+    if (c.p < c.e && *c.p == ']') {
+        c.p++;
+        done = 1;
+    }
+    while (!done || added < parsed) {
+        if (!done) {
+            pending *m = &ring[parsed % RING];
+            if (parse_merge(&c, m)) goto out;
+            tk_bpe_prefetch(b, m->l, m->ln, m->r, m->rn, 0);
+            parsed++;
+            ws(&c);
+            if (c.p >= c.e) goto out;
+            if (*c.p == ']') c.p++, done = 1;
+            else if (*c.p++ != ',') goto out;
+        }
+        if (parsed - added > AHEAD_KEYS || (done && parsed - added > 0)) {
+            if (parsed - added > AHEAD_KEYS) {
+                pending *k = &ring[(parsed - AHEAD_KEYS) % RING];
+                tk_bpe_prefetch(b, k->l, k->ln, k->r, k->rn, 1);
+            }
+            if (parsed - added == RING - 1 || done) {
+                pending *m = &ring[added % RING];
+                if (tk_bpe_add_merge(jc, b, m->l, m->ln, m->r, m->rn, added)) goto out;
+                added++;
+            }
+        }
+    }
+    ws(&c);
+    rc = c.p == c.e ? tk_bpe_end_merges(jc, b) : -1;
+out:
+    for (int i = 0; i < RING; i++) {
+        tk_buf_free(&ring[i].bl);
+        tk_buf_free(&ring[i].br);
+    }
+    return rc;
 }
 
 /* Finds model.vocab and model.merges (offset and length of each value; length 0: absent). */
@@ -330,14 +371,14 @@ int tk_fast_bpe(const tk_jctx *c, const char *buf, size_t len, tk_bpe **bpe, cha
     rlx_diag quiet; /* the fast path's errors are never shown: the full parse reports */
     rlx_diag_init(&quiet);
     tk_jctx qc = {c->origin, &quiet};
-    tk_buf t1 = {0}, t2 = {0};
+    tk_buf t1 = {0};
     tk_bpe *b = tk_bpe_new();
     int rc = -1;
     if (!b || tk_bpe_reserve(b, count_items(buf + span[0][0], span[0][1]), span[0][1],
                              span[1][1] ? count_items(buf + span[1][0], span[1][1]) : 0) ||
         read_vocab(b, buf + span[0][0], span[0][1], &t1))
         goto out;
-    if (span[1][1] && read_merges(&qc, b, buf + span[1][0], span[1][1], &t1, &t2)) goto out;
+    if (span[1][1] && read_merges(&qc, b, buf + span[1][0], span[1][1])) goto out;
     /* the rest of the document with the two values replaced by {} and []: a few KB for
      * jansson instead of megabytes of blanks (its messages are never shown: any error
      * sends the caller to the full parse of the file) */
@@ -366,7 +407,6 @@ int tk_fast_bpe(const tk_jctx *c, const char *buf, size_t len, tk_bpe **bpe, cha
 out:
     tk_bpe_free(b);
     tk_buf_free(&t1);
-    tk_buf_free(&t2);
     return rc;
 }
 

@@ -64,6 +64,8 @@ typedef struct tk_strmap {
 int tk_strmap_reserve(tk_strmap *m, size_t n, size_t key_bytes);
 int tk_strmap_put(tk_strmap *m, const char *k, size_t n, int32_t v); /* replaces */
 int tk_strmap_get(const tk_strmap *m, const char *k, size_t n, int32_t *v); /* 1 found */
+/* a hint that k is looked up soon: its home slot (key 0), then that slot's key bytes (key 1) */
+void tk_strmap_prefetch(const tk_strmap *m, const char *k, size_t n, int key);
 void tk_strmap_free(tk_strmap *m);
 
 /* (left id, right id) -> (rank, merged id) */
@@ -79,6 +81,7 @@ typedef struct tk_pairmap {
 int tk_pairmap_reserve(tk_pairmap *m, size_t n); /* room for n entries */
 int tk_pairmap_put(tk_pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t merged);
 int tk_pairmap_get(const tk_pairmap *m, int32_t a, int32_t b, int32_t *rank, int32_t *merged);
+void tk_pairmap_prefetch(const tk_pairmap *m, int32_t a, int32_t b); /* a put or get soon */
 void tk_pairmap_free(tk_pairmap *m);
 
 /* ---- UTF-8 ---- */
@@ -161,6 +164,11 @@ int tk_bpe_add_token(tk_bpe *b, const char *k, size_t n, int32_t id);
 int tk_bpe_finish_vocab(const tk_jctx *c, tk_bpe *b, struct json_t *model);
 int tk_bpe_add_merge(const tk_jctx *c, tk_bpe *b, const char *l, size_t ln, const char *r, size_t rn,
                      size_t i);
+/* after the last tk_bpe_add_merge: the merges it still held back are stored */
+int tk_bpe_end_merges(const tk_jctx *c, tk_bpe *b);
+/* tk_strmap_prefetch of a coming merge's halves (and of their concatenation, when the
+ * merged ids do not follow merge order) */
+void tk_bpe_prefetch(const tk_bpe *b, const char *l, size_t ln, const char *r, size_t rn, int key);
 /* tokenizer.json's model.vocab and model.merges read without jansson: 0 and *bpe (vocab
  * and merges loaded, tk_bpe_finish_vocab still to call) and *rest (a NUL-terminated copy
  * of the file with those two values replaced by {} and [], *rest_len bytes, for jansson);
@@ -184,6 +192,8 @@ int tk_bpe_encode_word(tk_bpe *b, const char *w, size_t n, tk_ids *out);
 const tk_strmap *tk_bpe_vocab(const tk_bpe *b);
 /* the token strings indexed by id (NULL holes), count = max id + 1 */
 int tk_bpe_id_to_token(const tk_bpe *b, const char ***tokens, size_t *count);
+/* the same table handed over (the caller frees it; b has none left): after loading */
+void tk_bpe_take_ids(tk_bpe *b, const char ***tokens, size_t *count);
 
 /* ---- binary cache of the BPE tables (tokenizer_cache.c) ---- */
 /* The source's identity: its stat data, a hash of sampled blocks, and (for a "racy"
