@@ -42,7 +42,9 @@ static int raw_str(cur *c, const char **s, size_t *n, int *esc)
     }
 }
 
-static int skip_value(cur *c, int depth)
+/* past one value; *items (when given) gets the number of members or elements of an
+ * object or array */
+static int skip_value(cur *c, int depth, size_t *items)
 {
     if (depth > 64) return -1;
     ws(c);
@@ -67,7 +69,8 @@ static int skip_value(cur *c, int depth)
                 ws(c);
                 if (c->p >= c->e || *c->p++ != ':') return -1;
             }
-            if (skip_value(c, depth + 1)) return -1;
+            if (skip_value(c, depth + 1, NULL)) return -1;
+            if (items) ++*items;
             ws(c);
             if (c->p >= c->e) return -1;
             if (*c->p == ',') {
@@ -151,62 +154,72 @@ static int str_value(const char *s, size_t n, int esc, tk_buf *tmp, const char *
     return 0;
 }
 
-/* members of the object / elements of the array at s (to size the tables before filling
- * them); a malformed text gives a partial count, the parse then reports */
-static size_t count_items(const char *s, size_t n)
+/* model.vocab's text: {"token": id, ...} into the BPE vocab, each token VOCAB_AHEAD
+ * entries after it is parsed (its table slot fetched meanwhile) */
+#define VOCAB_AHEAD 8
+
+typedef struct vpending {
+    const char *k;
+    size_t n;
+    int32_t id;
+    tk_buf buf; /* the unescaped token when the text has escapes */
+} vpending;
+
+/* one "token": id member at c */
+static int parse_token(cur *c, vpending *t)
 {
-    cur c = {s, s + n};
-    ws(&c);
-    if (c.p >= c.e || (*c.p != '{' && *c.p != '[')) return 0;
-    int obj = *c.p++ == '{';
-    size_t k = 0;
-    ws(&c);
-    if (c.p < c.e && (*c.p == '}' || *c.p == ']')) return 0;
-    for (;;) {
-        if (obj) {
-            if (skip_value(&c, 1)) return k;
-            ws(&c);
-            if (c.p >= c.e || *c.p++ != ':') return k;
-        }
-        if (skip_value(&c, 1)) return k;
-        k++;
-        ws(&c);
-        if (c.p >= c.e || *c.p++ != ',') return k;
-    }
+    const char *k;
+    size_t kn;
+    int esc;
+    ws(c);
+    if (raw_str(c, &k, &kn, &esc) || str_value(k, kn, esc, &t->buf, &t->k, &t->n)) return -1;
+    ws(c);
+    if (c->p >= c->e || *c->p++ != ':') return -1;
+    ws(c);
+    const char *d0 = c->p;
+    int64_t id = 0;
+    while (c->p < c->e && *c->p >= '0' && *c->p <= '9' && c->p - d0 < 11) id = id * 10 + (*c->p++ - '0');
+    if (c->p == d0 || (*d0 == '0' && c->p - d0 > 1) || id >= INT32_MAX) return -1;
+    t->id = (int32_t)id;
+    return 0;
 }
 
-/* model.vocab's text: {"token": id, ...} into the BPE vocab */
-static int read_vocab(tk_bpe *b, const char *s, size_t n, tk_buf *tmp)
+static int read_vocab(tk_bpe *b, const char *s, size_t n)
 {
+    vpending ring[VOCAB_AHEAD];
+    memset(ring, 0, sizeof ring);
     cur c = {s, s + n};
+    size_t parsed = 0, added = 0;
+    int rc = -1, done = 0;
     ws(&c);
-    if (c.p >= c.e || *c.p++ != '{') return -1;
+    if (c.p >= c.e || *c.p++ != '{') goto out;
     ws(&c);
-    if (c.p < c.e && *c.p == '}') return 0;
-    for (;;) {
-        const char *k, *v;
-        size_t kn, vn;
-        int esc;
-        ws(&c);
-        if (raw_str(&c, &k, &kn, &esc) || str_value(k, kn, esc, tmp, &v, &vn)) return -1;
-        ws(&c);
-        if (c.p >= c.e || *c.p++ != ':') return -1;
-        ws(&c);
-        const char *d0 = c.p;
-        int64_t id = 0;
-        while (c.p < c.e && *c.p >= '0' && *c.p <= '9' && c.p - d0 < 11) id = id * 10 + (*c.p++ - '0');
-        if (c.p == d0 || (*d0 == '0' && c.p - d0 > 1) || id >= INT32_MAX) return -1;
-        if (tk_bpe_add_token(b, v, vn, (int32_t)id)) return -1; /* out of memory or a duplicate */
-        ws(&c);
-        if (c.p >= c.e) return -1;
-        if (*c.p == ',') {
-            c.p++;
-            continue;
-        }
-        if (*c.p++ != '}') return -1;
-        ws(&c);
-        return c.p == c.e ? 0 : -1;
+    if (c.p < c.e && *c.p == '}') {
+        c.p++;
+        done = 1;
     }
+    while (!done || added < parsed) {
+        if (!done) {
+            vpending *t = &ring[parsed % VOCAB_AHEAD];
+            if (parse_token(&c, t)) goto out;
+            tk_strmap_prefetch(tk_bpe_vocab(b), t->k, t->n, 0);
+            parsed++;
+            ws(&c);
+            if (c.p >= c.e) goto out;
+            if (*c.p == '}') c.p++, done = 1;
+            else if (*c.p++ != ',') goto out;
+        }
+        if (parsed - added == VOCAB_AHEAD || done) {
+            vpending *t = &ring[added % VOCAB_AHEAD];
+            if (tk_bpe_add_token(b, t->k, t->n, t->id)) goto out; /* out of memory or a duplicate */
+            added++;
+        }
+    }
+    ws(&c);
+    rc = c.p == c.e ? 0 : -1;
+out:
+    for (int i = 0; i < VOCAB_AHEAD; i++) tk_buf_free(&ring[i].buf);
+    return rc;
 }
 
 /* Merges are parsed RING - 1 ahead of the one added, and the vocab slots (then the key
@@ -300,14 +313,15 @@ out:
     return rc;
 }
 
-/* Finds model.vocab and model.merges (offset and length of each value; length 0: absent). */
-static int find_spans(const char *buf, size_t len, size_t span[2][2])
+/* Finds model.vocab and model.merges (offset, length and item count of each value;
+ * length 0: absent). */
+static int find_spans(const char *buf, size_t len, size_t span[2][3])
 {
     cur c = {buf, buf + len};
     const char *s;
     size_t n;
     int esc, seen_model = 0;
-    memset(span, 0, 4 * sizeof(size_t));
+    memset(span, 0, 6 * sizeof(size_t));
     ws(&c);
     if (c.p >= c.e || *c.p++ != '{') return -1;
     for (;;) {
@@ -330,9 +344,11 @@ static int find_spans(const char *buf, size_t len, size_t span[2][2])
                             : n == 6 && memcmp(s, "merges", 6) == 0 ? 1
                                                                     : -1;
                 const char *v0 = c.p;
-                if (skip_value(&c, 1)) return -1;
+                size_t items = 0;
+                if (skip_value(&c, 1, &items)) return -1;
                 if (which >= 0) {
                     if (span[which][1]) return -1; /* a duplicate: jansson's error */
+                    span[which][2] = items;
                     span[which][0] = (size_t)(v0 - buf);
                     span[which][1] = (size_t)(c.p - v0);
                 }
@@ -345,7 +361,7 @@ static int find_spans(const char *buf, size_t len, size_t span[2][2])
                 break;
             }
             c.p++;
-        } else if (skip_value(&c, 1)) {
+        } else if (skip_value(&c, 1, NULL)) {
             return -1;
         }
         ws(&c);
@@ -364,19 +380,17 @@ int tk_fast_bpe(const tk_jctx *c, const char *buf, size_t len, tk_bpe **bpe, cha
     *bpe = NULL;
     *rest = NULL;
     *rest_len = 0;
-    size_t span[2][2];
+    size_t span[2][3];
     if (find_spans(buf, len, span)) return -1;
     for (int k = 0; k < 2; k++)
         if (span[k][1] && u8_check((const uint8_t *)buf + span[k][0], span[k][1])) return -1;
     rlx_diag quiet; /* the fast path's errors are never shown: the full parse reports */
     rlx_diag_init(&quiet);
     tk_jctx qc = {c->origin, &quiet};
-    tk_buf t1 = {0};
     tk_bpe *b = tk_bpe_new();
     int rc = -1;
-    if (!b || tk_bpe_reserve(b, count_items(buf + span[0][0], span[0][1]), span[0][1],
-                             span[1][1] ? count_items(buf + span[1][0], span[1][1]) : 0) ||
-        read_vocab(b, buf + span[0][0], span[0][1], &t1))
+    if (!b || tk_bpe_reserve(b, span[0][2], span[0][1], span[1][2]) ||
+        read_vocab(b, buf + span[0][0], span[0][1]))
         goto out;
     if (span[1][1] && read_merges(&qc, b, buf + span[1][0], span[1][1])) goto out;
     /* the rest of the document with the two values replaced by {} and []: a few KB for
@@ -406,7 +420,6 @@ int tk_fast_bpe(const tk_jctx *c, const char *buf, size_t len, tk_bpe **bpe, cha
     rc = 0;
 out:
     tk_bpe_free(b);
-    tk_buf_free(&t1);
     return rc;
 }
 
@@ -499,7 +512,7 @@ int tk_fast_added(const char *buf, size_t len, tk_added **added, size_t *n, char
         if (c.p >= c.e || *c.p++ != ':') return -1;
         ws(&c);
         if (sn == 12 && !memcmp(s, "added_tokens", 12)) break;
-        if (skip_value(&c, 1)) return -1;
+        if (skip_value(&c, 1, NULL)) return -1;
         ws(&c);
         if (c.p >= c.e || *c.p++ != ',') return -1;
     }
@@ -507,7 +520,7 @@ int tk_fast_added(const char *buf, size_t len, tk_added **added, size_t *n, char
     if (c.p >= c.e || *c.p != '[') return -1;
     /* a second "added_tokens" later in the file: jansson's duplicate error */
     cur after = c;
-    if (skip_value(&after, 1) || u8_check((const uint8_t *)v0, (size_t)(after.p - v0))) return -1;
+    if (skip_value(&after, 1, NULL) || u8_check((const uint8_t *)v0, (size_t)(after.p - v0))) return -1;
     for (cur r = after;;) {
         ws(&r);
         if (r.p >= r.e || *r.p != ',') break;
@@ -515,7 +528,7 @@ int tk_fast_added(const char *buf, size_t len, tk_added **added, size_t *n, char
         ws(&r);
         if (raw_str(&r, &s, &sn, &esc) || (!esc && sn == 12 && !memcmp(s, "added_tokens", 12))) return -1;
         ws(&r);
-        if (r.p >= r.e || *r.p++ != ':' || skip_value(&r, 1)) return -1;
+        if (r.p >= r.e || *r.p++ != ':' || skip_value(&r, 1, NULL)) return -1;
     }
     size_t cap = 16, k = 0;
     tk_added *a = calloc(cap, sizeof *a);
