@@ -75,6 +75,7 @@ static int read_with(env *e, const tk_cache_key *k, int *racy_after)
     if (!rc) {
         ck_assert_uint_eq(v.rest_len, 2);
         ck_assert(!memcmp(v.rest, "{}", 2));
+        free(v.id_tok);
         munmap(map, len);
     }
     if (racy_after) *racy_after = q.racy;

@@ -303,7 +303,12 @@ void tk_bpe_view(const tk_bpe *b, tk_cache_view *v)
 tk_bpe *tk_bpe_from_view(const tk_cache_view *v, void *map, size_t map_len)
 {
     tk_bpe *b = tk_bpe_new();
-    if (!b) return NULL;
+    if (!b) {
+        free(v->id_tok);
+        return NULL;
+    }
+    b->id_tok = v->id_tok;
+    b->n_ids = v->n_ids;
     b->vocab = v->vocab;
     b->merges = v->merges;
     b->junctions = v->junctions;

@@ -207,24 +207,80 @@ static uint64_t pad8(uint64_t n) { return (n + 7) & ~(uint64_t)7; }
 
 static int pow2_or_zero(uint64_t c) { return c <= MAX_CAP && (c & (c - 1)) == 0; }
 
-/* the slots of a pairmap: occupied count n (< cap: a lookup always meets an empty slot);
- * ids: the two halves and the merged id are ids in [0, max_id] and ranks >= 0 */
-static int check_pairs(const struct tk_pairent *e, uint64_t cap, uint64_t n, int ids, int64_t max_id)
+/* What the slot checks need and count; each section is hashed and checked one block at a
+ * time, so the tables are read from memory once */
+typedef struct slots {
+    const char *keys;
+    uint64_t keys_n, used;
+    int64_t max_id;
+    uint64_t ids;         /* 1: a pairmap of token ids (merges), not of code points */
+    const char **id_tok;  /* vocab: id -> key, filled in (n_ids + 1 entries, the last spare) */
+    uint64_t n_ids;
+} slots;
+
+/* vocab slots: each key inside the key bytes (which end with a NUL: tk_cache_parse), each
+ * id one the id table has. Half the slots are empty at random: the checks are computed
+ * without branches (a mispredicted branch per slot would cost more than the rest of the
+ * loop), and the key bytes, read in hash order, are not touched. */
+static int check_vocab(const char *blk, size_t n, slots *c)
 {
-    if (!pow2_or_zero(cap) || (cap ? n >= cap : n != 0)) return -1;
-    uint64_t used = 0;
-    for (uint64_t i = 0; i < cap; i++) {
-        if (!e[i].key) continue;
-        used++;
-        if (!ids) continue;
-        uint64_t k = e[i].key - 1;
-        int64_t a = (int32_t)(uint32_t)(k >> 32), b = (int32_t)(uint32_t)k;
-        if (a < 0 || a > max_id || b < 0 || b > max_id || e[i].merged < 0 || e[i].merged > max_id ||
-            e[i].rank < 0)
-            return -1;
+    const struct tk_strent *e = (const struct tk_strent *)(const void *)blk;
+    uint64_t bad = 0, used = 0, nid = c->n_ids; /* id_tok[nid]: a spare entry */
+    for (size_t i = 0; i < n / sizeof *e; i++) {
+        uint64_t occ = e[i].off != 0, o = (uint64_t)e[i].off - occ, end = o + e[i].n;
+        uint64_t in = end < c->keys_n, v = (uint64_t)(int64_t)e[i].v;
+        uint64_t ok_id = v < nid; /* a negative id wraps far above */
+        bad |= occ & (!in | !ok_id);
+        used += occ;
+        c->id_tok[occ & ok_id ? v : nid] = c->keys + (in ? o : 0);
     }
-    return used == n ? 0 : -1;
+    c->used += used;
+    return bad ? -1 : 0;
 }
+
+/* pairmap slots: with ids, the two halves and the merged id are ids in [0, max_id] and
+ * ranks >= 0 (branch-free as above) */
+static int check_pairs(const char *blk, size_t n, slots *c)
+{
+    const struct tk_pairent *e = (const struct tk_pairent *)(const void *)blk;
+    uint64_t bad = 0, used = 0, max = (uint64_t)c->max_id;
+    for (size_t i = 0; i < n / sizeof *e; i++) {
+        uint64_t occ = e[i].key != 0, k = e[i].key - occ;
+        uint64_t a = k >> 32, b = k & 0xffffffffu, m = (uint64_t)(int64_t)e[i].merged;
+        used += occ;
+        bad |= occ & c->ids & ((a > max) | (b > max) | (m > max) | (e[i].rank < 0));
+    }
+    c->used += used;
+    return bad ? -1 : 0;
+}
+
+typedef int (*slot_check)(const char *blk, size_t n, slots *c);
+
+/* one section: its tk_cache_hash (when sum) chained into *acc as the writer does, and its
+ * slots checked (chk, when given) block by block while the block is in cache */
+static int section(const char *p, uint64_t len, int sum, uint64_t *acc, slot_check chk, slots *c)
+{
+    uint64_t h = len;
+    for (uint64_t o = 0; o < len; o += BLOCK) {
+        size_t n = len - o < BLOCK ? (size_t)(len - o) : BLOCK;
+        if (sum) h = hash_bytes(p + o, n, h);
+        if (chk && chk(p + o, n, c)) return -1;
+    }
+    if (sum) {
+        static const char zeros[8];
+        size_t pad = (size_t)(pad8(len) - len);
+        *acc = h ^ rotl(*acc, 17);
+        if (pad) {
+            if (memcmp(p + len, zeros, pad)) return -1;
+            *acc = tk_cache_hash(zeros, pad) ^ rotl(*acc, 17);
+        }
+    }
+    return 0;
+}
+
+/* a table's slot count is a power of two (or 0) with n < cap occupied: a lookup always
+ * meets an empty slot */
+static int table_ok(uint64_t cap, uint64_t n) { return pow2_or_zero(cap) && (cap ? n < cap : n == 0); }
 
 static uint64_t hdr_sum(const hdr *h) { return tk_cache_hash(h, offsetof(hdr, hdr_sum)); }
 
@@ -253,57 +309,44 @@ int tk_cache_parse(const void *img, size_t len, const tk_cache_key *key, int che
     uint64_t m[META_WORDS];
     memcpy(m, p, sizeof m);
     if (m[M_REST] > RLX__MAX_JSON_FILE || m[M_KEYS] >= UINT32_MAX || m[M_MAXID] >= INT32_MAX ||
-        !pow2_or_zero(m[M_VCAP]) || !pow2_or_zero(m[M_MCAP]) || !pow2_or_zero(m[M_JCAP]))
+        !table_ok(m[M_VCAP], m[M_VN]) || !table_ok(m[M_MCAP], m[M_MN]) || !table_ok(m[M_JCAP], m[M_JN]))
         return -1;
     /* every length is bounded above, so the sum cannot overflow */
     uint64_t need = META_WORDS * 8 + pad8(m[M_REST]) + m[M_VCAP] * 16 + pad8(m[M_KEYS]) + m[M_MCAP] * 16 +
                     m[M_JCAP] * 16;
-    if (need != h.payload_len) return -1;
-    if (check_sum) {
-        uint64_t sum = 0x746b63;
-        size_t at = 0;
-        const uint64_t lens[] = {META_WORDS * 8, m[M_REST], m[M_VCAP] * 16, m[M_KEYS], m[M_MCAP] * 16,
-                                 m[M_JCAP] * 16};
-        for (int s = 0; s < 6; s++) {
-            size_t pad = (size_t)(pad8(lens[s]) - lens[s]);
-            sum = tk_cache_hash(p + at, (size_t)lens[s]) ^ rotl(sum, 17);
-            if (pad) sum = tk_cache_hash(p + at + lens[s], pad) ^ rotl(sum, 17);
-            at += (size_t)pad8(lens[s]);
-        }
-        if (sum != h.payload_sum) return -1;
-    }
-    size_t at = META_WORDS * 8;
-    v->rest = p + at;
+    /* ids index arrays: as sparse as tk_bpe_finish_vocab allows, no more */
+    if (need != h.payload_len || (m[M_VN] && m[M_MAXID] >= 4 * m[M_VN] + 65536)) return -1;
+    const uint64_t lens[6] = {META_WORDS * 8, m[M_REST], m[M_VCAP] * 16, m[M_KEYS], m[M_MCAP] * 16, m[M_JCAP] * 16};
+    const char *at[6];
+    at[0] = p;
+    for (int k = 1; k < 6; k++) at[k] = at[k - 1] + pad8(lens[k - 1]);
+    v->rest = at[1];
     v->rest_len = (size_t)m[M_REST];
-    at += (size_t)pad8(m[M_REST]);
-    tk_strmap *vm = &v->vocab;
-    vm->e = (struct tk_strent *)(void *)(p + at);
-    vm->cap = (size_t)m[M_VCAP];
-    vm->n = (size_t)m[M_VN];
-    at += (size_t)m[M_VCAP] * 16;
-    vm->keys = (char *)(p + at);
-    vm->keys_n = vm->keys_cap = (size_t)m[M_KEYS];
-    vm->borrowed = 1;
-    at += (size_t)pad8(m[M_KEYS]);
-    v->merges = (tk_pairmap){(struct tk_pairent *)(void *)(p + at), (size_t)m[M_MCAP], (size_t)m[M_MN], 1};
-    at += (size_t)m[M_MCAP] * 16;
-    v->junctions = (tk_pairmap){(struct tk_pairent *)(void *)(p + at), (size_t)m[M_JCAP], (size_t)m[M_JN], 1};
     v->max_id = (int32_t)m[M_MAXID];
-    /* the vocab: n occupied slots, each key inside the key bytes and NUL-terminated there,
-     * each id one the id table will have */
-    if (vm->cap ? vm->n >= vm->cap : vm->n != 0) return -1;
-    uint64_t used = 0;
-    for (size_t i = 0; i < vm->cap; i++) {
-        const struct tk_strent *e = &vm->e[i];
-        if (!e->off) continue;
-        used++;
-        uint64_t o = e->off - 1;
-        if (o + e->n >= vm->keys_n || vm->keys[o + e->n] || e->v < 0 || e->v > v->max_id) return -1;
-    }
-    if (used != vm->n) return -1;
-    if (check_pairs(v->merges.e, v->merges.cap, v->merges.n, 1, v->max_id) ||
-        check_pairs(v->junctions.e, v->junctions.cap, v->junctions.n, 0, 0))
+    v->n_ids = m[M_VN] ? (size_t)m[M_MAXID] + 1 : 0;
+    /* the key bytes end with a NUL, so every token string read from them ends inside */
+    if (m[M_KEYS] && at[3][m[M_KEYS] - 1]) return -1;
+    slots c = {.keys = at[3], .keys_n = m[M_KEYS], .max_id = (int64_t)m[M_MAXID], .n_ids = v->n_ids};
+    if (!(c.id_tok = calloc(v->n_ids + 1, sizeof *c.id_tok))) return -1;
+    uint64_t sum = 0x746b63;
+    int rc = section(at[0], lens[0], check_sum, &sum, NULL, &c) || section(at[1], lens[1], check_sum, &sum, NULL, &c);
+    if (!rc) rc = section(at[2], lens[2], check_sum, &sum, check_vocab, &c) || c.used != m[M_VN];
+    if (!rc) rc = section(at[3], lens[3], check_sum, &sum, NULL, &c);
+    c.ids = 1;
+    c.used = 0;
+    if (!rc) rc = section(at[4], lens[4], check_sum, &sum, check_pairs, &c) || c.used != m[M_MN];
+    c.ids = 0;
+    c.used = 0;
+    if (!rc) rc = section(at[5], lens[5], check_sum, &sum, check_pairs, &c) || c.used != m[M_JN];
+    if (rc || (check_sum && sum != h.payload_sum)) {
+        free(c.id_tok);
         return -1;
+    }
+    v->id_tok = c.id_tok;
+    v->vocab = (tk_strmap){(struct tk_strent *)(void *)at[2], (size_t)m[M_VCAP], (size_t)m[M_VN],
+                           (char *)at[3], (size_t)m[M_KEYS], (size_t)m[M_KEYS], 1};
+    v->merges = (tk_pairmap){(struct tk_pairent *)(void *)at[4], (size_t)m[M_MCAP], (size_t)m[M_MN], 1};
+    v->junctions = (tk_pairmap){(struct tk_pairent *)(void *)at[5], (size_t)m[M_JCAP], (size_t)m[M_JN], 1};
     return 0;
 }
 

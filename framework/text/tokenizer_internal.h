@@ -219,6 +219,8 @@ typedef struct tk_cache_view {
     tk_strmap vocab;
     tk_pairmap merges, junctions;
     int32_t max_id;
+    const char **id_tok; /* id -> key, n_ids of them (tk_cache_parse's, malloc'ed) */
+    size_t n_ids;
 } tk_cache_view;
 uint64_t tk_cache_hash(const void *p, size_t n);
 /* the hash of a few blocks spread over the source (all of it when small) */
@@ -236,8 +238,9 @@ int tk_cache_read(const char *cpath, int src_fd, tk_cache_key *k, tk_cache_view 
 int tk_cache_parse(const void *img, size_t len, const tk_cache_key *key, int check_sum, tk_cache_view *v);
 /* writes v for source key k (temp file + rename); failures are logged at debug level */
 void tk_cache_write(const char *cpath, const tk_cache_key *k, const tk_cache_view *v);
-/* the tables of b as a view (rest unset), and a tk_bpe over a view's tables that unmaps
- * map (may be NULL) when freed; tk_bpe_finish_vocab still to call */
+/* the tables of b as a view (rest and id_tok unset), and a tk_bpe over a view's tables that
+ * unmaps map (may be NULL) when freed and takes v->id_tok (freed, when it returns NULL);
+ * tk_bpe_finish_vocab still to call */
 void tk_bpe_view(const tk_bpe *b, tk_cache_view *v);
 tk_bpe *tk_bpe_from_view(const tk_cache_view *v, void *map, size_t map_len);
 
