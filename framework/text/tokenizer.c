@@ -83,8 +83,28 @@ static int load_added(const tk_jctx *c, rlx_tokenizer *t, json_t *arr)
     return 0;
 }
 
+/* an added token's place in the match tables: table k, first byte, length */
+typedef struct aref {
+    uint32_t kb; /* k << 8 | first byte */
+    int32_t i;
+    size_t len;
+} aref;
+
+/* by table and first byte, then longest first (so the first hit at a position is the
+ * leftmost-longest match), then in file order (the first of equal matches wins) */
+static int aref_cmp(const void *x, const void *y)
+{
+    const aref *a = x, *b = y;
+    if (a->kb != b->kb) return a->kb < b->kb ? -1 : 1;
+    if (a->len != b->len) return a->len > b->len ? -1 : 1;
+    return (a->i > b->i) - (a->i < b->i);
+}
+
 static int index_added(rlx_tokenizer *t)
 {
+    aref *r = malloc((t->n_added ? t->n_added : 1) * sizeof *r);
+    if (!r) return -1;
+    size_t n = 0;
     for (size_t i = 0; i < t->n_added; i++) {
         tk_added *a = &t->added[i];
         int k = t->normalizer && a->normalized ? 1 : 0;
@@ -94,6 +114,7 @@ static int index_added(rlx_tokenizer *t)
             tk_buf nb = {0};
             if (tk_normalizer_apply(t->normalizer, a->content, a->len, &nb)) {
                 tk_buf_free(&nb);
+                free(r);
                 return -1;
             }
             if (nb.n == 0) { /* normalized away: it can never match */
@@ -103,41 +124,39 @@ static int index_added(rlx_tokenizer *t)
             a->match = nb.p;
             a->match_len = nb.n;
         }
-        unsigned char b = (unsigned char)a->match[0];
-        int32_t *q = realloc(t->first_idx[k][b], (t->first_n[k][b] + 1) * sizeof *q);
-        if (!q) return -1;
-        q[t->first_n[k][b]++] = (int32_t)i;
-        t->first_idx[k][b] = q;
+        r[n++] = (aref){(uint32_t)k << 8 | (unsigned char)a->match[0], (int32_t)i, a->match_len};
     }
-    /* longest first, so the first hit at a position is the leftmost-longest match */
-    for (int k = 0; k < 2; k++)
-        for (int b = 0; b < 256; b++) {
-            int32_t *v = t->first_idx[k][b];
-            for (size_t i = 1; i < t->first_n[k][b]; i++) {
-                int32_t x = v[i];
-                size_t j = i;
-                while (j > 0 && t->added[v[j - 1]].match_len < t->added[x].match_len) {
-                    v[j] = v[j - 1];
-                    j--;
-                }
-                v[j] = x;
-            }
-        }
-    return 0;
+    qsort(r, n, sizeof *r, aref_cmp);
+    int rc = 0;
+    for (size_t s = 0, e; !rc && s < n; s = e) {
+        for (e = s + 1; e < n && r[e].kb == r[s].kb; e++) {}
+        int k = (int)(r[s].kb >> 8), b = (int)(r[s].kb & 255);
+        int32_t *q = malloc((e - s) * sizeof *q);
+        if (!q) rc = -1;
+        for (size_t j = s; q && j < e; j++) q[j - s] = r[j].i;
+        t->first_idx[k][b] = q;
+        t->first_n[k][b] = q ? e - s : 0;
+    }
+    free(r);
+    return rc;
 }
 
 static int build_id_table(rlx_tokenizer *t)
 {
     const char **mt;
     size_t mn;
-    tk_bpe_id_to_token(t->bpe, &mt, &mn);
+    tk_bpe_take_ids(t->bpe, &mt, &mn); /* the model's table, grown for the added ids */
     size_t n = mn;
     for (size_t i = 0; i < t->n_added; i++)
         if ((size_t)t->added[i].id + 1 > n) n = (size_t)t->added[i].id + 1;
-    t->id_tok = calloc(n ? n : 1, sizeof *t->id_tok);
+    t->id_tok = realloc(mt, (n ? n : 1) * sizeof *t->id_tok);
+    if (!t->id_tok) {
+        free(mt);
+        return -1;
+    }
+    memset(t->id_tok + mn, 0, (n - mn) * sizeof *t->id_tok);
     t->id_special = calloc(n ? n : 1, 1);
-    if (!t->id_tok || !t->id_special) return -1;
-    memcpy(t->id_tok, mt, mn * sizeof *mt);
+    if (!t->id_special) return -1;
     for (size_t i = 0; i < t->n_added; i++) {
         t->id_tok[t->added[i].id] = t->added[i].content;
         t->id_special[t->added[i].id] = (uint8_t)t->added[i].special;
@@ -164,7 +183,16 @@ static int load_json(rlx_tokenizer *t, json_t *root, rlx_diag *d)
     } else if ((rc = tk_bpe_load(&c, model, &t->bpe))) {
         return rc;
     }
-    if ((rc = load_added(&c, t, json_object_get(root, "added_tokens")))) return rc;
+    if (t->added_fast) { /* what load_added checks beyond the shape */
+        const char **mt;
+        size_t mn;
+        tk_bpe_id_to_token(t->bpe, &mt, &mn);
+        for (size_t i = 0; i < t->n_added; i++)
+            if ((uint64_t)t->added[i].id >= 4 * (uint64_t)(mn + t->n_added) + 65536)
+                return tk_jerr(&c, "added_tokens", "an id is far beyond the vocabulary");
+    } else if ((rc = load_added(&c, t, json_object_get(root, "added_tokens")))) {
+        return rc;
+    }
     json_t *j;
     if ((j = json_object_get(root, "normalizer")) && !json_is_null(j) &&
         (rc = tk_normalizer_load(&c, j, "normalizer", &t->normalizer)))
@@ -189,9 +217,17 @@ static int load_rest(rlx_tokenizer *t, const char *rest, size_t rest_len)
     rlx_diag quiet;
     rlx_diag_init(&quiet);
     json_t *root = NULL;
+    char *cut = NULL;
+    size_t cut_len;
+    if (tk_fast_added(rest, rest_len, &t->added, &t->n_added, &cut, &cut_len) == 0) {
+        t->added_fast = 1; /* jansson gets the few KB left */
+        rest = cut;
+        rest_len = cut_len;
+    }
     int rc = rlx__json_parse(rest, rest_len, t->origin, &root, &quiet);
     if (!rc) rc = load_json(t, root, &quiet);
     json_decref(root);
+    free(cut);
     if (rc) clear_parts(t);
     return rc;
 }
@@ -210,6 +246,7 @@ static void *write_job(void *arg)
     cache_job *j = arg;
     j->key.size = j->len;
     j->key.hash = tk_cache_hash(j->buf, j->len);
+    j->key.sample = tk_cache_sample(j->buf, j->len);
     j->view.rest = j->rest;
     tk_cache_write(j->cpath, &j->key, &j->view);
     free(j->cpath);
@@ -250,8 +287,8 @@ static int load_fast(rlx_tokenizer *t, char **bufp, size_t len, const char *cpat
     return rc;
 }
 
-/* A valid cache of path: 0 and t loaded. *key gets the source's size and mtime (the
- * content hash only when a cache header matched them). */
+/* A valid cache of path: 0 and t loaded. *key gets the source's stat data (before its
+ * bytes are read on a miss: a change after this is a miss next time). */
 static int load_cached(rlx_tokenizer *t, const char *path, const char *cpath, tk_cache_key *key)
 {
     int fd;
@@ -259,9 +296,7 @@ static int load_cached(rlx_tokenizer *t, const char *path, const char *cpath, tk
     rlx_diag quiet;
     rlx_diag_init(&quiet);
     if (rlx__open_regular(path, &fd, &st, &quiet)) return -1;
-    key->size = (uint64_t)st.st_size;
-    key->mtime_s = (int64_t)st.st_mtim.tv_sec;
-    key->mtime_ns = (int64_t)st.st_mtim.tv_nsec;
+    tk_cache_stat_key(&st, key);
     tk_cache_view v;
     void *map;
     size_t map_len;
@@ -301,7 +336,9 @@ RLX_API int rlx_tokenizer_load(const char *path, rlx_tokenizer **out, rlx_diag *
         rlx_tokenizer_free(t);
         return rc;
     }
-    /* the mtime was read before the bytes: a file changed in between is a miss next time */
+    /* the stat data were taken before the bytes: a file changed in between is a miss
+     * next time, or (changed in the same time-stamp tick) racy, checked by its hash */
+    key.racy = tk_cache_racy(&key);
     rc = load_fast(t, &buf, len, cached && key.size ? cpath : NULL, &key);
     if (rc) { /* the whole file through jansson: also the path that reports every error */
         json_t *root = NULL;

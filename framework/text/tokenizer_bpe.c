@@ -9,6 +9,7 @@
 
 #define CACHE_MAX_WORD 128         /* longer words are not cached */
 #define CACHE_MAX_ENTRIES (1u << 17)
+#define PUT_AHEAD 8 /* merges held back while their table slot is fetched */
 
 typedef struct word_cache {
     pthread_mutex_t mu;
@@ -36,6 +37,9 @@ struct tk_bpe {
     int can_cut;
     word_cache cache;
     int64_t merge_base; /* merged token id - merge index, last seen (guess_merged) */
+    int guess_misses;   /* 32 x the misses among about the last 32 guesses (0..1024) */
+    struct pendput { int32_t a, b, rank, merged; } put[PUT_AHEAD]; /* a ring: put_n from put_at */
+    size_t put_at, put_n;
     void *map; /* the cache file the tables live in, or NULL */
     size_t map_len;
 };
@@ -47,6 +51,12 @@ int tk_bpe_id_to_token(const tk_bpe *b, const char ***tokens, size_t *count)
     *tokens = b->id_tok;
     *count = b->n_ids;
     return 0;
+}
+
+void tk_bpe_take_ids(tk_bpe *b, const char ***tokens, size_t *count)
+{
+    tk_bpe_id_to_token(b, tokens, count);
+    b->id_tok = NULL;
 }
 
 static int lookup(const tk_bpe *b, const char *s, size_t n, int32_t *id)
@@ -82,7 +92,18 @@ static int guess_merged(tk_bpe *b, const char *l, size_t ln, const char *r, size
     return 1;
 }
 
-/* merge i of rank i: l + r (both and their concatenation in the vocab) */
+/* the oldest merge held back goes into the table (its slot fetched meanwhile) */
+static int put_oldest(tk_bpe *b)
+{
+    const struct pendput *p = &b->put[b->put_at];
+    if (tk_pairmap_put(&b->merges, p->a, p->b, p->rank, p->merged)) return -1;
+    b->put_at = (b->put_at + 1) % PUT_AHEAD;
+    b->put_n--;
+    return 0;
+}
+
+/* merge i of rank i: l + r (both and their concatenation in the vocab); stored in the
+ * table up to PUT_AHEAD merges later (tk_bpe_end_merges stores the rest) */
 int tk_bpe_add_merge(const tk_jctx *c, tk_bpe *b, const char *l, size_t ln, const char *r, size_t rn,
                      size_t i)
 {
@@ -95,6 +116,7 @@ int tk_bpe_add_merge(const tk_jctx *c, tk_bpe *b, const char *l, size_t ln, cons
     }
     if (i == 0) index_ids(b); /* the vocab is complete once merges come */
     int found = guess_merged(b, l, ln, r, rn, i, &ab);
+    b->guess_misses += (found ? 0 : 32) - b->guess_misses / 32;
     if (!found) {
         char stackbuf[256];
         char *cat = ln + rn <= sizeof stackbuf ? stackbuf : malloc(ln + rn);
@@ -112,9 +134,30 @@ int tk_bpe_add_merge(const tk_jctx *c, tk_bpe *b, const char *l, size_t ln, cons
     size_t adv, k = ln ? ln - 1 : 0;
     while (k > 0 && ((unsigned char)l[k] & 0xC0) == 0x80) k--;
     int32_t jl = (int32_t)tk_utf8_decode(l + k, ln - k, &adv), jr = (int32_t)tk_utf8_decode(r, rn, &adv);
-    if (tk_pairmap_put(&b->merges, a, bb, (int32_t)i, ab) || tk_pairmap_put(&b->junctions, jl, jr, 0, 0))
+    if (tk_pairmap_put(&b->junctions, jl, jr, 0, 0) || (b->put_n == PUT_AHEAD && put_oldest(b)))
         return rlx_diag_set(c->d, RLX_ERR_NOMEM, "%s: out of memory", c->origin);
+    b->put[(b->put_at + b->put_n++) % PUT_AHEAD] = (struct pendput){a, bb, (int32_t)i, ab};
+    tk_pairmap_prefetch(&b->merges, a, bb);
     return 0;
+}
+
+int tk_bpe_end_merges(const tk_jctx *c, tk_bpe *b)
+{
+    while (b->put_n)
+        if (put_oldest(b)) return rlx_diag_set(c->d, RLX_ERR_NOMEM, "%s: out of memory", c->origin);
+    return 0;
+}
+
+void tk_bpe_prefetch(const tk_bpe *b, const char *l, size_t ln, const char *r, size_t rn, int key)
+{
+    tk_strmap_prefetch(&b->vocab, l, ln, key);
+    tk_strmap_prefetch(&b->vocab, r, rn, key);
+    char cat[64];
+    if (b->guess_misses > 256 && ln + rn <= sizeof cat) { /* guesses failing lately: looked up */
+        memcpy(cat, l, ln);
+        memcpy(cat + ln, r, rn);
+        tk_strmap_prefetch(&b->vocab, cat, ln + rn, key);
+    }
 }
 
 static int load_merge(const tk_jctx *c, tk_bpe *b, json_t *m, size_t i)
@@ -239,6 +282,7 @@ int tk_bpe_load(const tk_jctx *c, json_t *model, tk_bpe **out)
     if ((rc = tk_bpe_finish_vocab(c, b, model))) goto fail;
     for (size_t i = 0; merges && i < json_array_size(merges); i++)
         if ((rc = load_merge(c, b, json_array_get(merges, i), i))) goto fail;
+    if ((rc = tk_bpe_end_merges(c, b))) goto fail;
     *out = b;
     return 0;
 nomem:
@@ -259,7 +303,12 @@ void tk_bpe_view(const tk_bpe *b, tk_cache_view *v)
 tk_bpe *tk_bpe_from_view(const tk_cache_view *v, void *map, size_t map_len)
 {
     tk_bpe *b = tk_bpe_new();
-    if (!b) return NULL;
+    if (!b) {
+        free(v->id_tok);
+        return NULL;
+    }
+    b->id_tok = v->id_tok;
+    b->n_ids = v->n_ids;
     b->vocab = v->vocab;
     b->merges = v->merges;
     b->junctions = v->junctions;

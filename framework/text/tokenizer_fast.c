@@ -42,7 +42,9 @@ static int raw_str(cur *c, const char **s, size_t *n, int *esc)
     }
 }
 
-static int skip_value(cur *c, int depth)
+/* past one value; *items (when given) gets the number of members or elements of an
+ * object or array */
+static int skip_value(cur *c, int depth, size_t *items)
 {
     if (depth > 64) return -1;
     ws(c);
@@ -67,7 +69,8 @@ static int skip_value(cur *c, int depth)
                 ws(c);
                 if (c->p >= c->e || *c->p++ != ':') return -1;
             }
-            if (skip_value(c, depth + 1)) return -1;
+            if (skip_value(c, depth + 1, NULL)) return -1;
+            if (items) ++*items;
             ws(c);
             if (c->p >= c->e) return -1;
             if (*c->p == ',') {
@@ -151,122 +154,174 @@ static int str_value(const char *s, size_t n, int esc, tk_buf *tmp, const char *
     return 0;
 }
 
-/* members of the object / elements of the array at s (to size the tables before filling
- * them); a malformed text gives a partial count, the parse then reports */
-static size_t count_items(const char *s, size_t n)
+/* model.vocab's text: {"token": id, ...} into the BPE vocab, each token VOCAB_AHEAD
+ * entries after it is parsed (its table slot fetched meanwhile) */
+#define VOCAB_AHEAD 8
+
+typedef struct vpending {
+    const char *k;
+    size_t n;
+    int32_t id;
+    tk_buf buf; /* the unescaped token when the text has escapes */
+} vpending;
+
+/* one "token": id member at c */
+static int parse_token(cur *c, vpending *t)
 {
-    cur c = {s, s + n};
-    ws(&c);
-    if (c.p >= c.e || (*c.p != '{' && *c.p != '[')) return 0;
-    int obj = *c.p++ == '{';
-    size_t k = 0;
-    ws(&c);
-    if (c.p < c.e && (*c.p == '}' || *c.p == ']')) return 0;
-    for (;;) {
-        if (obj) {
-            if (skip_value(&c, 1)) return k;
-            ws(&c);
-            if (c.p >= c.e || *c.p++ != ':') return k;
-        }
-        if (skip_value(&c, 1)) return k;
-        k++;
-        ws(&c);
-        if (c.p >= c.e || *c.p++ != ',') return k;
-    }
+    const char *k;
+    size_t kn;
+    int esc;
+    ws(c);
+    if (raw_str(c, &k, &kn, &esc) || str_value(k, kn, esc, &t->buf, &t->k, &t->n)) return -1;
+    ws(c);
+    if (c->p >= c->e || *c->p++ != ':') return -1;
+    ws(c);
+    const char *d0 = c->p;
+    int64_t id = 0;
+    while (c->p < c->e && *c->p >= '0' && *c->p <= '9' && c->p - d0 < 11) id = id * 10 + (*c->p++ - '0');
+    if (c->p == d0 || (*d0 == '0' && c->p - d0 > 1) || id >= INT32_MAX) return -1;
+    t->id = (int32_t)id;
+    return 0;
 }
 
-/* model.vocab's text: {"token": id, ...} into the BPE vocab */
-static int read_vocab(tk_bpe *b, const char *s, size_t n, tk_buf *tmp)
+static int read_vocab(tk_bpe *b, const char *s, size_t n)
 {
+    vpending ring[VOCAB_AHEAD];
+    memset(ring, 0, sizeof ring);
     cur c = {s, s + n};
+    size_t parsed = 0, added = 0;
+    int rc = -1, done = 0;
     ws(&c);
-    if (c.p >= c.e || *c.p++ != '{') return -1;
+    if (c.p >= c.e || *c.p++ != '{') goto out;
     ws(&c);
-    if (c.p < c.e && *c.p == '}') return 0;
-    for (;;) {
-        const char *k, *v;
-        size_t kn, vn;
-        int esc;
-        ws(&c);
-        if (raw_str(&c, &k, &kn, &esc) || str_value(k, kn, esc, tmp, &v, &vn)) return -1;
-        ws(&c);
-        if (c.p >= c.e || *c.p++ != ':') return -1;
-        ws(&c);
-        const char *d0 = c.p;
-        int64_t id = 0;
-        while (c.p < c.e && *c.p >= '0' && *c.p <= '9' && c.p - d0 < 11) id = id * 10 + (*c.p++ - '0');
-        if (c.p == d0 || (*d0 == '0' && c.p - d0 > 1) || id >= INT32_MAX) return -1;
-        if (tk_bpe_add_token(b, v, vn, (int32_t)id)) return -1; /* out of memory or a duplicate */
-        ws(&c);
-        if (c.p >= c.e) return -1;
-        if (*c.p == ',') {
-            c.p++;
-            continue;
-        }
-        if (*c.p++ != '}') return -1;
-        ws(&c);
-        return c.p == c.e ? 0 : -1;
+    if (c.p < c.e && *c.p == '}') {
+        c.p++;
+        done = 1;
     }
+    while (!done || added < parsed) {
+        if (!done) {
+            vpending *t = &ring[parsed % VOCAB_AHEAD];
+            if (parse_token(&c, t)) goto out;
+            tk_strmap_prefetch(tk_bpe_vocab(b), t->k, t->n, 0);
+            parsed++;
+            ws(&c);
+            if (c.p >= c.e) goto out;
+            if (*c.p == '}') c.p++, done = 1;
+            else if (*c.p++ != ',') goto out;
+        }
+        if (parsed - added == VOCAB_AHEAD || done) {
+            vpending *t = &ring[added % VOCAB_AHEAD];
+            if (tk_bpe_add_token(b, t->k, t->n, t->id)) goto out; /* out of memory or a duplicate */
+            added++;
+        }
+    }
+    ws(&c);
+    rc = c.p == c.e ? 0 : -1;
+out:
+    for (int i = 0; i < VOCAB_AHEAD; i++) tk_buf_free(&ring[i].buf);
+    return rc;
+}
+
+/* Merges are parsed RING - 1 ahead of the one added, and the vocab slots (then the key
+ * bytes, AHEAD_KEYS ahead) of their halves fetched meanwhile: adding one is mostly
+ * memory latency, a few cache misses in tables of tens of MB */
+#define RING 16
+#define AHEAD_KEYS 8
+
+typedef struct pending {
+    const char *l, *r;
+    size_t ln, rn;
+    tk_buf bl, br; /* the unescaped halves when the text has escapes */
+} pending;
+
+/* one merge at c into *m: "a b" or ["a", "b"] */
+static int parse_merge(cur *c, pending *m)
+{
+    const char *raw;
+    size_t rawn;
+    int esc;
+    ws(c);
+    if (c->p >= c->e) return -1;
+    if (*c->p == '"') {
+        const char *v, *sp;
+        size_t vn;
+        if (raw_str(c, &raw, &rawn, &esc) || str_value(raw, rawn, esc, &m->bl, &v, &vn)) return -1;
+        if (!(sp = memchr(v, ' ', vn)) || memchr(sp + 1, ' ', vn - (size_t)(sp - v) - 1)) return -1;
+        m->l = v;
+        m->ln = (size_t)(sp - v);
+        m->r = sp + 1;
+        m->rn = vn - m->ln - 1;
+        return 0;
+    }
+    if (*c->p != '[') return -1;
+    c->p++;
+    ws(c);
+    if (raw_str(c, &raw, &rawn, &esc) || str_value(raw, rawn, esc, &m->bl, &m->l, &m->ln)) return -1;
+    ws(c);
+    if (c->p >= c->e || *c->p++ != ',') return -1;
+    ws(c);
+    if (raw_str(c, &raw, &rawn, &esc) || str_value(raw, rawn, esc, &m->br, &m->r, &m->rn)) return -1;
+    ws(c);
+    return c->p < c->e && *c->p++ == ']' ? 0 : -1;
 }
 
 /* model.merges' text: ["a b", ...] or [["a", "b"], ...] added in rank order */
-static int read_merges(const tk_jctx *jc, tk_bpe *b, const char *s, size_t n, tk_buf *tmp, tk_buf *tmp2)
+static int read_merges(const tk_jctx *jc, tk_bpe *b, const char *s, size_t n)
 {
+    pending ring[RING];
+    memset(ring, 0, sizeof ring);
     cur c = {s, s + n};
+    size_t parsed = 0, added = 0;
+    int rc = -1, done = 0;
     ws(&c);
-    if (c.p >= c.e || *c.p++ != '[') return -1;
+    if (c.p >= c.e || *c.p++ != '[') goto out;
     ws(&c);
-    if (c.p < c.e && *c.p == ']') return 0;
-    for (size_t i = 0;; i++) {
-        const char *raw, *l, *r;
-        size_t rawn, ln, rn;
-        int esc;
-        ws(&c);
-        if (c.p >= c.e) return -1;
-        if (*c.p == '"') {
-            const char *v;
-            size_t vn;
-            if (raw_str(&c, &raw, &rawn, &esc) || str_value(raw, rawn, esc, tmp, &v, &vn)) return -1;
-            const char *sp = memchr(v, ' ', vn);
-            if (!sp || memchr(sp + 1, ' ', vn - (size_t)(sp - v) - 1)) return -1;
-            l = v;
-            ln = (size_t)(sp - v);
-            r = sp + 1;
-            rn = vn - ln - 1;
-        } else if (*c.p == '[') {
-            c.p++;
-            ws(&c);
-            if (raw_str(&c, &raw, &rawn, &esc) || str_value(raw, rawn, esc, tmp, &l, &ln)) return -1;
-            ws(&c);
-            if (c.p >= c.e || *c.p++ != ',') return -1;
-            ws(&c);
-            if (raw_str(&c, &raw, &rawn, &esc) || str_value(raw, rawn, esc, tmp2, &r, &rn)) return -1;
-            ws(&c);
-            if (c.p >= c.e || *c.p++ != ']') return -1;
-        } else {
-            return -1;
-        }
-        if (tk_bpe_add_merge(jc, b, l, ln, r, rn, i)) return -1;
-        ws(&c);
-        if (c.p >= c.e) return -1;
-        if (*c.p == ',') {
-            c.p++;
-            continue;
-        }
-        if (*c.p++ != ']') return -1;
-        ws(&c);
-        return c.p == c.e ? 0 : -1;
+    if (c.p < c.e && *c.p == ']') {
+        c.p++;
+        done = 1;
     }
+    while (!done || added < parsed) {
+        if (!done) {
+            pending *m = &ring[parsed % RING];
+            if (parse_merge(&c, m)) goto out;
+            tk_bpe_prefetch(b, m->l, m->ln, m->r, m->rn, 0);
+            parsed++;
+            ws(&c);
+            if (c.p >= c.e) goto out;
+            if (*c.p == ']') c.p++, done = 1;
+            else if (*c.p++ != ',') goto out;
+        }
+        if (parsed - added > AHEAD_KEYS || (done && parsed - added > 0)) {
+            if (parsed - added > AHEAD_KEYS) {
+                pending *k = &ring[(parsed - AHEAD_KEYS) % RING];
+                tk_bpe_prefetch(b, k->l, k->ln, k->r, k->rn, 1);
+            }
+            if (parsed - added == RING - 1 || done) {
+                pending *m = &ring[added % RING];
+                if (tk_bpe_add_merge(jc, b, m->l, m->ln, m->r, m->rn, added)) goto out;
+                added++;
+            }
+        }
+    }
+    ws(&c);
+    rc = c.p == c.e ? tk_bpe_end_merges(jc, b) : -1;
+out:
+    for (int i = 0; i < RING; i++) {
+        tk_buf_free(&ring[i].bl);
+        tk_buf_free(&ring[i].br);
+    }
+    return rc;
 }
 
-/* Finds model.vocab and model.merges (offset and length of each value; length 0: absent). */
-static int find_spans(const char *buf, size_t len, size_t span[2][2])
+/* Finds model.vocab and model.merges (offset, length and item count of each value;
+ * length 0: absent). */
+static int find_spans(const char *buf, size_t len, size_t span[2][3])
 {
     cur c = {buf, buf + len};
     const char *s;
     size_t n;
     int esc, seen_model = 0;
-    memset(span, 0, 4 * sizeof(size_t));
+    memset(span, 0, 6 * sizeof(size_t));
     ws(&c);
     if (c.p >= c.e || *c.p++ != '{') return -1;
     for (;;) {
@@ -289,9 +344,11 @@ static int find_spans(const char *buf, size_t len, size_t span[2][2])
                             : n == 6 && memcmp(s, "merges", 6) == 0 ? 1
                                                                     : -1;
                 const char *v0 = c.p;
-                if (skip_value(&c, 1)) return -1;
+                size_t items = 0;
+                if (skip_value(&c, 1, &items)) return -1;
                 if (which >= 0) {
                     if (span[which][1]) return -1; /* a duplicate: jansson's error */
+                    span[which][2] = items;
                     span[which][0] = (size_t)(v0 - buf);
                     span[which][1] = (size_t)(c.p - v0);
                 }
@@ -304,7 +361,7 @@ static int find_spans(const char *buf, size_t len, size_t span[2][2])
                 break;
             }
             c.p++;
-        } else if (skip_value(&c, 1)) {
+        } else if (skip_value(&c, 1, NULL)) {
             return -1;
         }
         ws(&c);
@@ -323,21 +380,19 @@ int tk_fast_bpe(const tk_jctx *c, const char *buf, size_t len, tk_bpe **bpe, cha
     *bpe = NULL;
     *rest = NULL;
     *rest_len = 0;
-    size_t span[2][2];
+    size_t span[2][3];
     if (find_spans(buf, len, span)) return -1;
     for (int k = 0; k < 2; k++)
         if (span[k][1] && u8_check((const uint8_t *)buf + span[k][0], span[k][1])) return -1;
     rlx_diag quiet; /* the fast path's errors are never shown: the full parse reports */
     rlx_diag_init(&quiet);
     tk_jctx qc = {c->origin, &quiet};
-    tk_buf t1 = {0}, t2 = {0};
     tk_bpe *b = tk_bpe_new();
     int rc = -1;
-    if (!b || tk_bpe_reserve(b, count_items(buf + span[0][0], span[0][1]), span[0][1],
-                             span[1][1] ? count_items(buf + span[1][0], span[1][1]) : 0) ||
-        read_vocab(b, buf + span[0][0], span[0][1], &t1))
+    if (!b || tk_bpe_reserve(b, span[0][2], span[0][1], span[1][2]) ||
+        read_vocab(b, buf + span[0][0], span[0][1]))
         goto out;
-    if (span[1][1] && read_merges(&qc, b, buf + span[1][0], span[1][1], &t1, &t2)) goto out;
+    if (span[1][1] && read_merges(&qc, b, buf + span[1][0], span[1][1])) goto out;
     /* the rest of the document with the two values replaced by {} and []: a few KB for
      * jansson instead of megabytes of blanks (its messages are never shown: any error
      * sends the caller to the full parse of the file) */
@@ -365,7 +420,157 @@ int tk_fast_bpe(const tk_jctx *c, const char *buf, size_t len, tk_bpe **bpe, cha
     rc = 0;
 out:
     tk_bpe_free(b);
-    tk_buf_free(&t1);
-    tk_buf_free(&t2);
     return rc;
+}
+
+/* "true", "false" or "null" at c (null: *v kept) */
+static int read_bool(cur *c, int *v)
+{
+    size_t left = (size_t)(c->e - c->p);
+    if (left >= 4 && !memcmp(c->p, "true", 4)) *v = 1, c->p += 4;
+    else if (left >= 5 && !memcmp(c->p, "false", 5)) *v = 0, c->p += 5;
+    else if (left >= 4 && !memcmp(c->p, "null", 4)) c->p += 4;
+    else return -1;
+    return 0;
+}
+
+/* one added token object, its keys each at most once (an unknown key: not handled) */
+static int read_added_one(cur *c, tk_buf *tmp, tk_added *a)
+{
+    static const char *const keys[] = {"content", "id", "special", "normalized", "lstrip", "rstrip", "single_word"};
+    int *flags[] = {NULL, NULL, &a->special, &a->normalized, &a->lstrip, &a->rstrip, &a->single_word};
+    unsigned seen = 0;
+    int64_t id = -1;
+    a->normalized = 1; /* tokenizers' default for non-special tokens, as load_added */
+    ws(c);
+    if (c->p >= c->e || *c->p++ != '{') return -1;
+    ws(c);
+    if (c->p < c->e && *c->p == '}') return -1; /* no content: the full parse reports */
+    for (;;) {
+        const char *k, *v;
+        size_t kn, vn;
+        int esc, w = -1;
+        ws(c);
+        if (raw_str(c, &k, &kn, &esc) || esc) return -1;
+        for (int i = 0; i < 7; i++)
+            if (strlen(keys[i]) == kn && !memcmp(keys[i], k, kn)) w = i;
+        if (w < 0 || (seen & 1u << w)) return -1;
+        seen |= 1u << w;
+        ws(c);
+        if (c->p >= c->e || *c->p++ != ':') return -1;
+        ws(c);
+        if (w == 0) {
+            if (raw_str(c, &k, &kn, &esc) || str_value(k, kn, esc, tmp, &v, &vn) || !vn) return -1;
+            if (!(a->content = malloc(vn + 1))) return -1;
+            memcpy(a->content, v, vn);
+            a->content[vn] = 0;
+            a->len = vn;
+        } else if (w == 1) {
+            const char *d0 = c->p;
+            id = 0;
+            while (c->p < c->e && *c->p >= '0' && *c->p <= '9' && c->p - d0 < 11) id = id * 10 + (*c->p++ - '0');
+            if (c->p == d0 || (*d0 == '0' && c->p - d0 > 1) || id >= INT32_MAX) return -1;
+            if (c->p < c->e && (*c->p == '.' || *c->p == 'e' || *c->p == 'E')) return -1;
+        } else if (read_bool(c, flags[w])) {
+            return -1;
+        }
+        ws(c);
+        if (c->p >= c->e) return -1;
+        if (*c->p == ',') {
+            c->p++;
+            continue;
+        }
+        if (*c->p++ != '}') return -1;
+        break;
+    }
+    if (!a->content || id < 0) return -1;
+    a->id = (int32_t)id;
+    return 0;
+}
+
+static void free_added(tk_added *a, size_t n)
+{
+    for (size_t i = 0; i < n; i++) free(a[i].content);
+    free(a);
+}
+
+int tk_fast_added(const char *buf, size_t len, tk_added **added, size_t *n, char **cut, size_t *cut_len)
+{
+    *added = NULL;
+    *n = 0;
+    *cut = NULL;
+    cur c = {buf, buf + len};
+    const char *s;
+    size_t sn;
+    int esc;
+    ws(&c);
+    if (c.p >= c.e || *c.p++ != '{') return -1;
+    for (;;) { /* the top-level members up to "added_tokens" */
+        ws(&c);
+        if (raw_str(&c, &s, &sn, &esc) || esc) return -1;
+        ws(&c);
+        if (c.p >= c.e || *c.p++ != ':') return -1;
+        ws(&c);
+        if (sn == 12 && !memcmp(s, "added_tokens", 12)) break;
+        if (skip_value(&c, 1, NULL)) return -1;
+        ws(&c);
+        if (c.p >= c.e || *c.p++ != ',') return -1;
+    }
+    const char *v0 = c.p;
+    if (c.p >= c.e || *c.p != '[') return -1;
+    /* a second "added_tokens" later in the file: jansson's duplicate error */
+    cur after = c;
+    if (skip_value(&after, 1, NULL) || u8_check((const uint8_t *)v0, (size_t)(after.p - v0))) return -1;
+    for (cur r = after;;) {
+        ws(&r);
+        if (r.p >= r.e || *r.p != ',') break;
+        r.p++;
+        ws(&r);
+        if (raw_str(&r, &s, &sn, &esc) || (!esc && sn == 12 && !memcmp(s, "added_tokens", 12))) return -1;
+        ws(&r);
+        if (r.p >= r.e || *r.p++ != ':' || skip_value(&r, 1, NULL)) return -1;
+    }
+    size_t cap = 16, k = 0;
+    tk_added *a = calloc(cap, sizeof *a);
+    tk_buf tmp = {0};
+    int rc = a ? 0 : -1;
+    c.p++;
+    ws(&c);
+    if (!rc && c.p < c.e && *c.p == ']') c.p++;
+    else
+        while (!rc) {
+            if (k + 1 >= cap) {
+                tk_added *q = realloc(a, 2 * cap * sizeof *q);
+                if (!q) {
+                    rc = -1;
+                    break;
+                }
+                a = q;
+                memset(a + cap, 0, cap * sizeof *a);
+                cap *= 2;
+            }
+            rc = read_added_one(&c, &tmp, &a[k]);
+            k++;
+            ws(&c);
+            if (rc || c.p >= c.e) rc = -1;
+            else if (*c.p == ',') c.p++;
+            else if (*c.p++ == ']') break;
+            else rc = -1;
+        }
+    tk_buf_free(&tmp);
+    char *r = rc ? NULL : malloc(len - (size_t)(c.p - v0) + 3);
+    if (!r) {
+        free_added(a, k);
+        return -1;
+    }
+    size_t at = (size_t)(v0 - buf);
+    memcpy(r, buf, at);
+    memcpy(r + at, "[]", 2);
+    memcpy(r + at + 2, c.p, (size_t)(c.e - c.p));
+    *cut_len = at + 2 + (size_t)(c.e - c.p);
+    r[*cut_len] = 0;
+    *cut = r;
+    *added = a;
+    *n = k;
+    return 0;
 }

@@ -64,6 +64,8 @@ typedef struct tk_strmap {
 int tk_strmap_reserve(tk_strmap *m, size_t n, size_t key_bytes);
 int tk_strmap_put(tk_strmap *m, const char *k, size_t n, int32_t v); /* replaces */
 int tk_strmap_get(const tk_strmap *m, const char *k, size_t n, int32_t *v); /* 1 found */
+/* a hint that k is looked up soon: its home slot (key 0), then that slot's key bytes (key 1) */
+void tk_strmap_prefetch(const tk_strmap *m, const char *k, size_t n, int key);
 void tk_strmap_free(tk_strmap *m);
 
 /* (left id, right id) -> (rank, merged id) */
@@ -79,6 +81,7 @@ typedef struct tk_pairmap {
 int tk_pairmap_reserve(tk_pairmap *m, size_t n); /* room for n entries */
 int tk_pairmap_put(tk_pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t merged);
 int tk_pairmap_get(const tk_pairmap *m, int32_t a, int32_t b, int32_t *rank, int32_t *merged);
+void tk_pairmap_prefetch(const tk_pairmap *m, int32_t a, int32_t b); /* a put or get soon */
 void tk_pairmap_free(tk_pairmap *m);
 
 /* ---- UTF-8 ---- */
@@ -161,12 +164,24 @@ int tk_bpe_add_token(tk_bpe *b, const char *k, size_t n, int32_t id);
 int tk_bpe_finish_vocab(const tk_jctx *c, tk_bpe *b, struct json_t *model);
 int tk_bpe_add_merge(const tk_jctx *c, tk_bpe *b, const char *l, size_t ln, const char *r, size_t rn,
                      size_t i);
+/* after the last tk_bpe_add_merge: the merges it still held back are stored */
+int tk_bpe_end_merges(const tk_jctx *c, tk_bpe *b);
+/* tk_strmap_prefetch of a coming merge's halves (and of their concatenation, when the
+ * merged ids do not follow merge order) */
+void tk_bpe_prefetch(const tk_bpe *b, const char *l, size_t ln, const char *r, size_t rn, int key);
 /* tokenizer.json's model.vocab and model.merges read without jansson: 0 and *bpe (vocab
  * and merges loaded, tk_bpe_finish_vocab still to call) and *rest (a NUL-terminated copy
  * of the file with those two values replaced by {} and [], *rest_len bytes, for jansson);
  * -1: not handled, nothing reported (the caller parses the whole file) */
 int tk_fast_bpe(const tk_jctx *c, const char *buf, size_t len, tk_bpe **bpe, char **rest,
                 size_t *rest_len);
+typedef struct tk_added tk_added;
+/* tokenizer.json's top-level added_tokens read without jansson: 0, *added (n entries, each
+ * with content and id, flags as in the file or tokenizers' defaults; nothing else checked)
+ * and *cut (a NUL-terminated copy of the text with that value replaced by [], *cut_len
+ * bytes); -1: not handled, nothing reported (no such member, or anything but the plain
+ * shape: the caller parses it with jansson) */
+int tk_fast_added(const char *buf, size_t len, tk_added **added, size_t *n, char **cut, size_t *cut_len);
 /* appends the ids of one word */
 typedef struct tk_ids {
     int32_t *v;
@@ -177,12 +192,26 @@ int tk_bpe_encode_word(tk_bpe *b, const char *w, size_t n, tk_ids *out);
 const tk_strmap *tk_bpe_vocab(const tk_bpe *b);
 /* the token strings indexed by id (NULL holes), count = max id + 1 */
 int tk_bpe_id_to_token(const tk_bpe *b, const char ***tokens, size_t *count);
+/* the same table handed over (the caller frees it; b has none left): after loading */
+void tk_bpe_take_ids(tk_bpe *b, const char ***tokens, size_t *count);
 
 /* ---- binary cache of the BPE tables (tokenizer_cache.c) ---- */
+/* The source's identity: its stat data, a hash of sampled blocks, and (for a "racy"
+ * entry, one whose stat data could still change without showing it) the whole file's
+ * hash; README, "Tokenizer cache", gives the reasoning */
 typedef struct tk_cache_key {
-    uint64_t size, hash; /* the source's length and tk_cache_hash of its bytes */
-    int64_t mtime_s, mtime_ns;
+    uint64_t size, dev, ino;
+    int64_t mtime_s, mtime_ns, ctime_s, ctime_ns;
+    uint64_t hash;   /* tk_cache_hash of the whole source (when known) */
+    uint64_t sample; /* tk_cache_sample of the source (when known) */
+    int racy;        /* written < TK_RACY_S after the source's last change: hash every load */
 } tk_cache_key;
+#define TK_RACY_S 2 /* coarsest file time stamps kept by a common file system (FAT: 2 s) */
+struct stat;
+/* the stat part of a key */
+void tk_cache_stat_key(const struct stat *st, tk_cache_key *k);
+/* 1 if the source's time stamps are too close to now (or ahead of it) to be trusted */
+int tk_cache_racy(const tk_cache_key *k);
 /* what a cache holds; the tables borrow their memory (a mapping or a live tk_bpe) */
 typedef struct tk_cache_view {
     const char *rest; /* tk_fast_bpe's JSON text */
@@ -190,21 +219,28 @@ typedef struct tk_cache_view {
     tk_strmap vocab;
     tk_pairmap merges, junctions;
     int32_t max_id;
+    const char **id_tok; /* id -> key, n_ids of them (tk_cache_parse's, malloc'ed) */
+    size_t n_ids;
 } tk_cache_view;
 uint64_t tk_cache_hash(const void *p, size_t n);
+/* the hash of a few blocks spread over the source (all of it when small) */
+uint64_t tk_cache_sample(const void *p, size_t n);
 /* the cache file of source src; -1: caching is off (RLX_NO_CACHE) or has no folder */
 int tk_cache_path(const char *src, char *out, size_t cap);
 /* 0 and *v over a mapping (*map, *map_len) of a valid cache of the source read through
- * src_fd (k->hash is computed here, when the header's size and mtime match); -1: none */
+ * src_fd, whose stat part is in k (k->sample, and k->hash for a racy entry, are computed
+ * here when the header's stat data match); -1: none */
 int tk_cache_read(const char *cpath, int src_fd, tk_cache_key *k, tk_cache_view *v, void **map,
                   size_t *map_len);
-/* the checks of tk_cache_read on an image in memory (key NULL: any source; check_sum 0:
- * skip the payload checksum, for the fuzzer) */
+/* the checks of tk_cache_read on an image in memory (key NULL: any source; else its stat
+ * data and sample, and its hash when the image is racy; check_sum 0: skip the payload
+ * checksum, for the fuzzer) */
 int tk_cache_parse(const void *img, size_t len, const tk_cache_key *key, int check_sum, tk_cache_view *v);
 /* writes v for source key k (temp file + rename); failures are logged at debug level */
 void tk_cache_write(const char *cpath, const tk_cache_key *k, const tk_cache_view *v);
-/* the tables of b as a view (rest unset), and a tk_bpe over a view's tables that unmaps
- * map (may be NULL) when freed; tk_bpe_finish_vocab still to call */
+/* the tables of b as a view (rest and id_tok unset), and a tk_bpe over a view's tables that
+ * unmaps map (may be NULL) when freed and takes v->id_tok (freed, when it returns NULL);
+ * tk_bpe_finish_vocab still to call */
 void tk_bpe_view(const tk_bpe *b, tk_cache_view *v);
 tk_bpe *tk_bpe_from_view(const tk_cache_view *v, void *map, size_t map_len);
 
@@ -222,14 +258,14 @@ void tk_post_free(tk_post *p);
 int tk_post_apply(const tk_post *p, const int32_t *ids, size_t n, tk_ids *out);
 
 /* ---- added tokens (tokenizer.c) ---- */
-typedef struct tk_added {
+struct tk_added {
     char *content;
     size_t len;
     char *match;      /* what is searched for: content, normalized when "normalized" */
     size_t match_len;
     int32_t id;
     int special, normalized, lstrip, rstrip, single_word;
-} tk_added;
+};
 
 struct rlx_tokenizer {
     char *origin;
@@ -244,6 +280,7 @@ struct rlx_tokenizer {
     tk_post *post;
     tk_added *added;
     size_t n_added;
+    int added_fast; /* added[] came from tk_fast_added (ids still to check) */
     /* per first byte: indices into added[] sorted by length descending, for the
      * leftmost-longest match; one table for raw text, one for normalized text */
     int32_t *first_idx[2][256];

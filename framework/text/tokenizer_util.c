@@ -202,6 +202,14 @@ int tk_strmap_get(const tk_strmap *m, const char *k, size_t n, int32_t *v)
     return 0;
 }
 
+void tk_strmap_prefetch(const tk_strmap *m, const char *k, size_t n, int key)
+{
+    if (!m->cap) return;
+    const struct tk_strent *e = &m->e[(uint32_t)tk_hash(k, n) & (m->cap - 1)];
+    if (!key) __builtin_prefetch(e);
+    else if (e->off) __builtin_prefetch(m->keys + e->off - 1);
+}
+
 void tk_strmap_free(tk_strmap *m)
 {
     if (!m->borrowed) {
@@ -281,6 +289,11 @@ int tk_pairmap_get(const tk_pairmap *m, int32_t a, int32_t b, int32_t *rank, int
         j = (j + 1) & (m->cap - 1);
     }
     return 0;
+}
+
+void tk_pairmap_prefetch(const tk_pairmap *m, int32_t a, int32_t b)
+{
+    if (m->cap) __builtin_prefetch(&m->e[pair_slot(pair_key(a, b), m->cap)], 1);
 }
 
 void tk_pairmap_free(tk_pairmap *m)
