@@ -303,8 +303,48 @@ AI __m512 w16_mask(const int h, const void *row, int64_t k, __mmask16 mk)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
 }
 
-/* M rows of x against R weight rows from n: one 16-lane accumulator per (row, weight row),
- * the same FMA sequence for every accumulator whatever M and R are */
+/* 16-bit weights: M rows of x against weight row n: four accumulators per x row (16-lane chunk c of k goes
+ * to accumulator c % 4), the same FMA sequence for every output whatever M is. Rows are
+ * read one after the other: a single sequential stream per thread keeps the hardware
+ * prefetcher ahead, where interleaving rows (even 2, or 4 far apart) measured 30-40 %
+ * slower from DRAM on this machine class. */
+AI void gemv_row(const int h, const float *x, int64_t ldx, const int M, int64_t K, const void *w, int64_t n,
+                 const float *bias, float *y, int64_t ldy)
+{
+    __m512 acc[4][4];
+    const void *wr = (const char *)w + (size_t)(n * K) * (h ? 2 : 4);
+    #pragma GCC unroll 4
+    for (int m = 0; m < M; m++)
+        #pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) acc[m][c] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 64 <= K; k += 64) {
+        #pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m512 wv = w16(h, wr, k + 16 * c);
+            #pragma GCC unroll 4
+            for (int m = 0; m < M; m++)
+                acc[m][c] = _mm512_fmadd_ps(_mm512_loadu_ps(x + m * ldx + k + 16 * c), wv, acc[m][c]);
+        }
+    }
+    for (int c = 0; k < K; k += 16, c++) {
+        __mmask16 mk = (__mmask16)(K - k >= 16 ? 0xffff : (1u << (K - k)) - 1);
+        __m512 wv = w16_mask(h, wr, k, mk);
+        #pragma GCC unroll 4
+        for (int m = 0; m < M; m++)
+            acc[m][c] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, x + m * ldx + k), wv, acc[m][c]);
+    }
+    #pragma GCC unroll 4
+    for (int m = 0; m < M; m++) {
+        __m512 s = _mm512_add_ps(_mm512_add_ps(acc[m][0], acc[m][1]), _mm512_add_ps(acc[m][2], acc[m][3]));
+        float v = _mm512_reduce_add_ps(s);
+        y[m * ldy + n] = bias ? v + bias[n] : v;
+    }
+}
+
+/* f32 weights: M rows of x against R weight rows from n, one 16-lane accumulator per (row,
+ * weight row), the same FMA sequence for every accumulator whatever M and R are. With f32
+ * rows (4 KiB, one page each) reading 8 at once measured faster than one after the other. */
 AI void gemv_tile(const int h, const float *x, int64_t ldx, const int M, const int R, int64_t K,
                   const void *w, int64_t n, const float *bias, float *y, int64_t ldy)
 {
@@ -322,13 +362,6 @@ AI void gemv_tile(const int h, const float *x, int64_t ldx, const int M, const i
         __m512 xv[4];
         #pragma GCC unroll 4
         for (int m = 0; m < M; m++) xv[m] = _mm512_loadu_ps(x + m * ldx + k);
-#ifdef GEMV_PF
-        if (h == 0 || (k & 16) == 0) {
-            #pragma GCC unroll 8
-            for (int r = 0; r < R; r++)
-                _mm_prefetch((const char *)wr[r] + (size_t)(k * (int64_t)es) + GEMV_PF, _MM_HINT_T0);
-        }
-#endif
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             __m512 wv = w16(h, wr[r], k);
@@ -357,17 +390,26 @@ AI void gemv_tile(const int h, const float *x, int64_t ldx, const int M, const i
         }
 }
 
-#define GEMV_M(HN, H, MM, RR)                                                                  \
+#define GEMV_M(HN, H, MM)                                                                      \
     static void gemv_##HN##_m##MM(const float *x, int64_t ldx, int64_t K, const void *w,      \
                                   int64_t n0, int64_t n1, const float *bias, float *y,         \
                                   int64_t ldy)                                                 \
     {                                                                                          \
-        int64_t n = n0;                                                                        \
-        for (; n + RR <= n1; n += RR) gemv_tile(H, x, ldx, MM, RR, K, w, n, bias, y, ldy);     \
-        for (; n < n1; n++) gemv_tile(H, x, ldx, MM, 1, K, w, n, bias, y, ldy);                \
+        for (int64_t n = n0; n < n1; n++) gemv_row(H, x, ldx, MM, K, w, n, bias, y, ldy);      \
     }
-#define GEMV_ALL(HN, H) GEMV_M(HN, H, 1, 8) GEMV_M(HN, H, 2, 4) GEMV_M(HN, H, 3, 4) GEMV_M(HN, H, 4, 4)
-GEMV_ALL(f32, 0)
+#define GEMV_ALL(HN, H) GEMV_M(HN, H, 1) GEMV_M(HN, H, 2) GEMV_M(HN, H, 3) GEMV_M(HN, H, 4)
+#define GEMV_T(MM, RR)                                                                         \
+    static void gemv_f32_m##MM(const float *x, int64_t ldx, int64_t K, const void *w,         \
+                               int64_t n0, int64_t n1, const float *bias, float *y, int64_t ldy) \
+    {                                                                                          \
+        int64_t n = n0;                                                                        \
+        for (; n + RR <= n1; n += RR) gemv_tile(0, x, ldx, MM, RR, K, w, n, bias, y, ldy);     \
+        for (; n < n1; n++) gemv_tile(0, x, ldx, MM, 1, K, w, n, bias, y, ldy);                \
+    }
+GEMV_T(1, 8)
+GEMV_T(2, 4)
+GEMV_T(3, 4)
+GEMV_T(4, 4)
 GEMV_ALL(f16, CPU_H_F16)
 GEMV_ALL(bf16, CPU_H_BF16)
 
