@@ -201,8 +201,9 @@ static void attn_rows(const attn_job *j, int64_t t, int64_t h0, int G, float *ws
     }
 }
 
-/* Query rows t0..t1 of head h: scores of a block of keys by sgemm (Q·Kᵀ), online softmax
- * per row, then O += P·V by sgemm. Rows and keys are read in place (strided). */
+/* Query rows t0..t1 of head h: scores of a block of keys (Q·Kᵀ), online softmax per row,
+ * then O += P·V, by the ISA's attention kernels where it has them, else sgemm. Rows and
+ * keys are read in place (strided). */
 static void attn_block(const attn_job *job, int64_t t0, int64_t t1, int64_t h, float *ws)
 {
     const cpu_run *r = job->r;
@@ -226,8 +227,13 @@ static void attn_block(const attn_job *job, int64_t t0, int64_t t1, int64_t h, f
     for (int64_t jb = blo; jb < bhi; jb += KEY_BLOCK) {
         int64_t nk = bhi - jb < KEY_BLOCK ? bhi - jb : KEY_BLOCK, ldk, ldv;
         const float *K = kv_rows(r, 1, jb, nk, kvh, kvbuf, &ldk);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)d, nd->fa, Q,
-                    (int)(nd->nh * d), K, (int)ldk, 0.0f, sc, KEY_BLOCK);
+        if (isa->attn_qk) /* the ISA's kernel, 4 query rows per call */
+            for (int64_t g = 0; g < nq; g += 4)
+                isa->attn_qk(Q + g * nd->nh * d, nd->nh * d, (int)(nq - g < 4 ? nq - g : 4), K, ldk, nk, d, nd->fa,
+                             sc + g * KEY_BLOCK, KEY_BLOCK);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)d, nd->fa, Q,
+                        (int)(nd->nh * d), K, (int)ldk, 0.0f, sc, KEY_BLOCK);
         for (int64_t i = 0; i < nq; i++) {
             float *s = sc + i * KEY_BLOCK;
             row_range(nd, p, t0 + i, &lo, &hi);
@@ -257,8 +263,12 @@ static void attn_block(const attn_job *job, int64_t t0, int64_t t1, int64_t h, f
             mrow[i] = m_new;
         }
         const float *V = kv_rows(r, 2, jb, nk, kvh, kvbuf + KEY_BLOCK * d, &ldv);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)d, (int)nk, 1.0f, sc,
-                    KEY_BLOCK, V, (int)ldv, 1.0f, acc, (int)d);
+        if (isa->attn_pv)
+            for (int64_t g = 0; g < nq; g += 4)
+                isa->attn_pv(sc + g * KEY_BLOCK, KEY_BLOCK, (int)(nq - g < 4 ? nq - g : 4), V, ldv, nk, d, acc + g * d);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)d, (int)nk, 1.0f, sc,
+                        KEY_BLOCK, V, (int)ldv, 1.0f, acc, (int)d);
     }
     float *out = job->o;
     for (int64_t i = 0; i < nq; i++) {
