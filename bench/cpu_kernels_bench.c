@@ -4,7 +4,9 @@
  *  - GEMM, M=128, K=2048, N=8192 (x·wᵀ): GFLOP/s.
  * Each figure: median of 5 rounds, by wall time. A third pass, 1 thread, times by the
  * process's CPU time: on a shared machine it stays meaningful when wall clock drifts.
- * Usage: cpu_kernels_bench [path/to/rlx-backend-cpu.so] */
+ * With a weight dtype (f16 or bf16) the weights are stored in it and OpenBLAS, which has
+ * no 16-bit matmul, is left out (its figures print as 0); GB/s are of the bytes stored.
+ * Usage: cpu_kernels_bench [path/to/rlx-backend-cpu.so [f32|f16|bf16]] */
 #define _GNU_SOURCE
 #include "rlx/rlx.h"
 #include <cblas.h>
@@ -56,7 +58,23 @@ typedef struct mm {
     int32_t in[2], out[1];
 } mm;
 
-static void mm_init(mm *m, const rlx_backend *be, void *h, int64_t M, int64_t K, int64_t N)
+/* n random 16-bit weights of dtype dt, magnitudes in [1/32, 1) with either sign */
+static void *rnd_h(size_t n, int dt)
+{
+    uint16_t *p = malloc(n * sizeof *p);
+    if (!p) {
+        fprintf(stderr, "cpu_kernels_bench: out of memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned r = (unsigned)rand();
+        p[i] = dt == RLX_F16 ? (uint16_t)((r & 0x8000) | ((10u + r % 5u) << 10) | ((r >> 3) & 0x3ff))
+                             : (uint16_t)((r & 0x8000) | ((122u + r % 5u) << 7) | ((r >> 3) & 0x7f));
+    }
+    return p;
+}
+
+static void mm_init(mm *m, const rlx_backend *be, void *h, int64_t M, int64_t K, int64_t N, int wdt)
 {
     memset(m, 0, sizeof *m);
     m->be = be;
@@ -72,6 +90,7 @@ static void mm_init(mm *m, const rlx_backend *be, void *h, int64_t M, int64_t K,
         m->v[i].shape.dims[1] = dims[i][1];
         m->v[i].alias_of = -1;
     }
+    m->v[1].dtype = wdt;
     m->in[0] = 0;
     m->in[1] = 1;
     m->out[0] = 2;
@@ -90,7 +109,7 @@ static void mm_init(mm *m, const rlx_backend *be, void *h, int64_t M, int64_t K,
     }
 }
 
-static void mm_run(mm *m, const float *x, const float *w, float *y)
+static void mm_run(mm *m, const float *x, const void *w, float *y)
 {
     void *const ptrs[3] = {(void *)x, (void *)w, y};
     rlx_diag d;
@@ -119,16 +138,25 @@ int main(int argc, char **argv)
         return 1;
     }
     const rlx_backend *be = desc->backends[0];
+    const char *wname = argc > 2 ? argv[2] : "f32";
+    int wdt = !strcmp(wname, "f16") ? RLX_F16 : !strcmp(wname, "bf16") ? RLX_BF16 : RLX_F32;
+    if (wdt == RLX_F32 && strcmp(wname, "f32")) {
+        fprintf(stderr, "cpu_kernels_bench: weight dtype '%s' is not f32, f16 or bf16\n", wname);
+        return 2;
+    }
+    size_t wes = wdt == RLX_F32 ? 4 : 2;
 
     const int64_t GK = 1024, GN = 4096, COLD = 12; /* 12 x 16 MiB: beyond L3 */
     const int64_t SM = 128, SK = 2048, SN = 8192;
     float *gx = rnd((size_t)GK), *gy = rnd((size_t)GN);
-    float *gw[12];
-    for (int i = 0; i < COLD; i++) gw[i] = rnd((size_t)(GK * GN));
-    float *sx = rnd((size_t)(SM * SK)), *sw = rnd((size_t)(SN * SK)), *sy = rnd((size_t)(SM * SN));
-    double gbytes = (double)GK * GN * 4, sflop = 2.0 * SM * SK * SN;
+    void *gw[12];
+    for (int i = 0; i < COLD; i++) gw[i] = wdt == RLX_F32 ? (void *)rnd((size_t)(GK * GN)) : rnd_h((size_t)(GK * GN), wdt);
+    float *sx = rnd((size_t)(SM * SK)), *sy = rnd((size_t)(SM * SN));
+    void *sw = wdt == RLX_F32 ? (void *)rnd((size_t)(SN * SK)) : rnd_h((size_t)(SN * SK), wdt);
+    double gbytes = (double)GK * GN * (double)wes, sflop = 2.0 * SM * SK * SN;
 
-    printf("{\n  \"machine_threads\": [1, 2],\n  \"gemv\": {\"M\": 1, \"K\": %lld, \"N\": %lld, \"unit\": \"GB/s\"},\n"
+    printf("{\n  \"weights\": \"%s\",\n  \"machine_threads\": [1, 2],\n", wname);
+    printf("  \"gemv\": {\"M\": 1, \"K\": %lld, \"N\": %lld, \"unit\": \"GB/s\"},\n"
            "  \"sgemm\": {\"M\": %lld, \"K\": %lld, \"N\": %lld, \"unit\": \"GFLOP/s\"},\n  \"results\": [\n",
            (long long)GK, (long long)GN, (long long)SM, (long long)SK, (long long)SN);
     int first = 1;
@@ -148,8 +176,8 @@ int main(int argc, char **argv)
             return 1;
         }
         mm g, s;
-        mm_init(&g, be, h, 1, GK, GN);
-        mm_init(&s, be, h, SM, SK, SN);
+        mm_init(&g, be, h, 1, GK, GN, wdt);
+        mm_init(&s, be, h, SM, SK, SN, wdt);
         double r_hot[ROUNDS], r_cold[ROUNDS], r_sg[ROUNDS], b_hot[ROUNDS], b_cold[ROUNDS], b_sg[ROUNDS];
         for (int r = 0; r < ROUNDS; r++) {
             int reps = 50;
@@ -167,6 +195,8 @@ int main(int argc, char **argv)
         openblas_set_num_threads(threads);
         for (int r = 0; r < ROUNDS; r++) {
             int reps = 50;
+            b_hot[r] = b_cold[r] = b_sg[r] = 0;
+            if (wdt != RLX_F32) continue;
             double t0 = now();
             for (int i = 0; i < reps; i++)
                 cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)GN, (int)GK, 1.0f, gw[0], (int)GK, gx, 1, 0.0f, gy, 1);

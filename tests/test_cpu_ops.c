@@ -431,6 +431,8 @@ START_TEST(test_matmul_half)
     for (int dt = RLX_F16; dt <= RLX_BF16; dt++) {
         matmul_h_case(dt, 1, 1024, 37, 1);   /* streaming kernel */
         matmul_h_case(dt, 3, 67, 45, 0);
+        matmul_h_case(dt, 2, 300, 19, 1);
+        matmul_h_case(dt, 4, 17, 66, 0);
         matmul_h_case(dt, 5, 33, 7, 1);      /* GEMM: one tile, odd K */
         matmul_h_case(dt, 37, 130, 300, 1);  /* split over N, a partial row panel */
         matmul_h_case(dt, 200, 64, 100, 0);  /* split over M */
@@ -894,6 +896,10 @@ START_TEST(test_attention_decode)
     attention_case((attn_cfg){.T = 1, .S = 40, .nh = 8, .nkv = 2, .d = 64, .pos = 23, .causal = 1, .use_pos = 1});
     attention_case((attn_cfg){.T = 1, .S = 300, .nh = 4, .nkv = 4, .d = 64, .pos = 299, .causal = 1, .use_pos = 1});
     attention_case((attn_cfg){.T = 1, .S = 16, .nh = 2, .nkv = 1, .d = 128, .pos = 0, .causal = 1, .use_pos = 1});
+    /* 6 heads per kv head (groups of 4 and 2), head_dim and keys off the vector width */
+    attention_case((attn_cfg){.T = 2, .S = 77, .nh = 12, .nkv = 2, .d = 40, .pos = 70, .causal = 1, .use_pos = 1,
+                              .softcap = 30, .use_mask = 1});
+    attention_case((attn_cfg){.T = 1, .S = 130, .nh = 3, .nkv = 1, .d = 72, .pos = 129, .causal = 1, .use_pos = 1});
 }
 END_TEST
 

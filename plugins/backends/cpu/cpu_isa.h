@@ -42,6 +42,13 @@ typedef struct cpu_isa {
     void (*gemm_pack)(int wdt, const float *x, int64_t M, int64_t K, int64_t m0, int64_t m1, float *xp);
     void (*gemm)(int wdt, const float *xp, int64_t M, int64_t K, int64_t m0, int64_t m1, const void *w,
                  int64_t n0, int64_t n1, const float *bias, float *y, int64_t ldy, float *wbuf);
+    /* Attention of G <= 4 query rows against a block of n keys (NULL: loops of dot and
+     * axpy). attn_qk: s[g*lds + i] = dot(q[g*ldq ..], k[i*ldk ..]) * scale over d;
+     * attn_pv: acc[g*d + j] += p[g*ldp + i] * v[i*ldv + j], one FMA per key in key order. */
+    void (*attn_qk)(const float *q, int64_t ldq, int G, const float *k, int64_t ldk, int64_t n, int64_t d,
+                    float scale, float *s, int64_t lds);
+    void (*attn_pv)(const float *p, int64_t ldp, int G, const float *v, int64_t ldv, int64_t n, int64_t d,
+                    float *acc);
 } cpu_isa;
 
 enum { CPU_GEMM_MR = 32, CPU_GEMM_NR = 12 }; /* rows of a packed panel, widest column tile */

@@ -390,6 +390,6 @@ static void a_gemv_h(int h, const float *x, int64_t ldx, int M, int64_t K, const
 const cpu_isa cpu_isa_avx2 = {
     "avx2+fma", a_gemv, a_dot, a_axpy, a_scal, a_binary, a_affine,
     a_silu, a_swiglu, a_sumsq, a_maxv, a_exp_shift, a_rms_apply,
-    a_h_to_f32, a_f32_to_h, a_gemv_h, NULL, NULL, NULL,
+    a_h_to_f32, a_f32_to_h, a_gemv_h, NULL, NULL, NULL, NULL, NULL,
 };
 #endif

@@ -125,5 +125,5 @@ static void g_gemv_h(int h, const float *x, int64_t ldx, int M, int64_t K, const
 const cpu_isa cpu_isa_generic = {
     "generic", g_gemv, g_dot, g_axpy, g_scal, g_binary, g_affine,
     g_silu, g_swiglu, g_sumsq, g_maxv, g_exp_shift, g_rms_apply,
-    g_h_to_f32, g_f32_to_h, g_gemv_h, NULL, NULL, NULL,
+    g_h_to_f32, g_f32_to_h, g_gemv_h, NULL, NULL, NULL, NULL, NULL,
 };

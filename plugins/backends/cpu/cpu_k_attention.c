@@ -9,6 +9,8 @@
 #define KEY_BLOCK 64   /* keys scored at once */
 #define QUERY_BLOCK 64 /* query rows of one head per task */
 #define GEMM_MIN_ROWS 8 /* fewer rows in a task (decode): one row at a time */
+/* a row task's scores and accumulators (4 heads), before its k/v buffers */
+#define ROWS_FLOATS(d) (4 * KEY_BLOCK + 4 * (d))
 
 static int is_index_dtype(int dt)
 {
@@ -117,51 +119,91 @@ static const float *kv_rows(const cpu_run *r, int slot, int64_t jb, int64_t nk, 
     return buf;
 }
 
-static void attn_row(const attn_job *j, int64_t t, int64_t h, float *sc, float *acc, float *kvbuf)
+/* scores of G query rows against nk keys, then acc += P·V: the ISA's kernels or dot/axpy */
+static void qk_rows(const cpu_isa *isa, const float *q, int64_t ldq, int G, const float *k, int64_t ldk,
+                    int64_t nk, int64_t d, float scale, float *s)
+{
+    if (isa->attn_qk) {
+        isa->attn_qk(q, ldq, G, k, ldk, nk, d, scale, s, KEY_BLOCK);
+        return;
+    }
+    for (int g = 0; g < G; g++)
+        for (int64_t i = 0; i < nk; i++) s[g * KEY_BLOCK + i] = isa->dot(q + g * ldq, k + i * ldk, d) * scale;
+}
+
+static void pv_rows(const cpu_isa *isa, const float *p, int G, const float *v, int64_t ldv, int64_t nk,
+                    int64_t d, float *acc)
+{
+    if (isa->attn_pv) {
+        isa->attn_pv(p, KEY_BLOCK, G, v, ldv, nk, d, acc);
+        return;
+    }
+    for (int g = 0; g < G; g++)
+        for (int64_t i = 0; i < nk; i++) isa->axpy(acc + g * d, p[g * KEY_BLOCK + i], v + i * ldv, d);
+}
+
+/* Query row t of heads h0 .. h0+G-1 (G <= 4, one kv head): each block of keys is read
+ * once for the G heads. ws: scores [4×KEY_BLOCK], acc [4×d], then the f32 k/v buffers. */
+static void attn_rows(const attn_job *j, int64_t t, int64_t h0, int G, float *ws, float *kvbuf)
 {
     const cpu_run *r = j->r;
     int64_t p = j->p;
     const cpu_node *nd = r->nd;
     const cpu_isa *isa = r->be->isa;
-    int64_t d = nd->hd, nkv = nd->nkv, kvh = h / (nd->nh / nkv);
-    const float *q = j->q + (t * nd->nh + h) * d;
+    int64_t d = nd->hd, nkv = nd->nkv, kvh = h0 / (nd->nh / nkv);
+    const float *q = j->q + (t * nd->nh + h0) * d;
     const float *mask = nd->mask_in >= 0 ? (const float *)r->vp[nd->mask_in] + t * nd->S : NULL;
-    float *out = j->o + (t * nd->nh + h) * d;
+    float *sc = ws, *acc = ws + 4 * KEY_BLOCK;
     int64_t jlo, jhi;
     row_range(nd, p, t, &jlo, &jhi);
-    float m = -INFINITY, l = 0.0f, cap = nd->fb;
-    memset(acc, 0, (size_t)d * sizeof *acc);
+    float m[4], l[4], cap = nd->fb;
+    for (int g = 0; g < G; g++) {
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+    }
+    memset(acc, 0, (size_t)(G * d) * sizeof *acc);
     for (int64_t jb = jlo; jb < jhi; jb += KEY_BLOCK) {
         int64_t nbk = jhi - jb < KEY_BLOCK ? jhi - jb : KEY_BLOCK, ldk, ldv;
         const float *K = kv_rows(r, 1, jb, nbk, kvh, kvbuf, &ldk);
-        for (int64_t i = 0; i < nbk; i++) {
-            float s = isa->dot(q, K + i * ldk, d) * nd->fa;
-            if (cap > 0) s = cap * tanhf(s / cap);
-            if (mask) s += mask[jb + i];
-            sc[i] = s;
+        qk_rows(isa, q, d, G, K, ldk, nbk, d, nd->fa, sc);
+        int live = 0;
+        for (int g = 0; g < G; g++) {
+            float *s = sc + g * KEY_BLOCK;
+            for (int64_t i = 0; i < nbk && (cap > 0 || mask); i++) {
+                if (cap > 0) s[i] = cap * tanhf(s[i] / cap);
+                if (mask) s[i] += mask[jb + i];
+            }
+            float mb = isa->maxv(s, nbk);
+            if (mb == -INFINITY) { /* every key of the block masked out for this head */
+                memset(s, 0, (size_t)nbk * sizeof *s);
+                continue;
+            }
+            live = 1;
+            float m_new = mb > m[g] ? mb : m[g];
+            float alpha = m[g] == -INFINITY ? 0.0f : expf(m[g] - m_new);
+            float ps = isa->exp_shift(s, s, m_new, nbk);
+            if (alpha != 1.0f) isa->scal(acc + g * d, alpha, d);
+            l[g] = l[g] * alpha + ps;
+            m[g] = m_new;
         }
-        float mb = isa->maxv(sc, nbk);
-        if (mb == -INFINITY) continue; /* every key of the block masked out */
-        float m_new = mb > m ? mb : m;
-        float alpha = m == -INFINITY ? 0.0f : expf(m - m_new);
-        float ps = isa->exp_shift(sc, sc, m_new, nbk);
-        if (alpha != 1.0f) isa->scal(acc, alpha, d);
-        l = l * alpha + ps;
+        if (!live) continue;
         const float *V = kv_rows(r, 2, jb, nbk, kvh, kvbuf + KEY_BLOCK * d, &ldv);
-        for (int64_t i = 0; i < nbk; i++) isa->axpy(acc, sc[i], V + i * ldv, d);
-        m = m_new;
+        pv_rows(isa, sc, G, V, ldv, nbk, d, acc);
     }
-    if (l > 0) {
-        float inv = 1.0f / l;
-        for (int64_t i = 0; i < d; i++) out[i] = acc[i] * inv;
-    } else {
-        memset(out, 0, (size_t)d * sizeof *out);
+    for (int g = 0; g < G; g++) {
+        float *out = j->o + (t * nd->nh + h0 + g) * d;
+        if (l[g] > 0) {
+            float inv = 1.0f / l[g];
+            for (int64_t i = 0; i < d; i++) out[i] = acc[g * d + i] * inv;
+        } else {
+            memset(out, 0, (size_t)d * sizeof *out);
+        }
     }
 }
 
-
-/* Query rows t0..t1 of head h: scores of a block of keys by sgemm (Q·Kᵀ), online softmax
- * per row, then O += P·V by sgemm. Rows and keys are read in place (strided). */
+/* Query rows t0..t1 of head h: scores of a block of keys (Q·Kᵀ), online softmax per row,
+ * then O += P·V, by the ISA's attention kernels where it has them, else sgemm. Rows and
+ * keys are read in place (strided). */
 static void attn_block(const attn_job *job, int64_t t0, int64_t t1, int64_t h, float *ws)
 {
     const cpu_run *r = job->r;
@@ -185,8 +227,13 @@ static void attn_block(const attn_job *job, int64_t t0, int64_t t1, int64_t h, f
     for (int64_t jb = blo; jb < bhi; jb += KEY_BLOCK) {
         int64_t nk = bhi - jb < KEY_BLOCK ? bhi - jb : KEY_BLOCK, ldk, ldv;
         const float *K = kv_rows(r, 1, jb, nk, kvh, kvbuf, &ldk);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)d, nd->fa, Q,
-                    (int)(nd->nh * d), K, (int)ldk, 0.0f, sc, KEY_BLOCK);
+        if (isa->attn_qk) /* the ISA's kernel, 4 query rows per call */
+            for (int64_t g = 0; g < nq; g += 4)
+                isa->attn_qk(Q + g * nd->nh * d, nd->nh * d, (int)(nq - g < 4 ? nq - g : 4), K, ldk, nk, d, nd->fa,
+                             sc + g * KEY_BLOCK, KEY_BLOCK);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)d, nd->fa, Q,
+                        (int)(nd->nh * d), K, (int)ldk, 0.0f, sc, KEY_BLOCK);
         for (int64_t i = 0; i < nq; i++) {
             float *s = sc + i * KEY_BLOCK;
             row_range(nd, p, t0 + i, &lo, &hi);
@@ -216,8 +263,12 @@ static void attn_block(const attn_job *job, int64_t t0, int64_t t1, int64_t h, f
             mrow[i] = m_new;
         }
         const float *V = kv_rows(r, 2, jb, nk, kvh, kvbuf + KEY_BLOCK * d, &ldv);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)d, (int)nk, 1.0f, sc,
-                    KEY_BLOCK, V, (int)ldv, 1.0f, acc, (int)d);
+        if (isa->attn_pv)
+            for (int64_t g = 0; g < nq; g += 4)
+                isa->attn_pv(sc + g * KEY_BLOCK, KEY_BLOCK, (int)(nq - g < 4 ? nq - g : 4), V, ldv, nk, d, acc + g * d);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)d, (int)nk, 1.0f, sc,
+                        KEY_BLOCK, V, (int)ldv, 1.0f, acc, (int)d);
     }
     float *out = job->o;
     for (int64_t i = 0; i < nq; i++) {
@@ -242,8 +293,20 @@ static void attn_task(void *arg, int64_t task, int worker)
         attn_block(j, t0, t1, h, ws);
         return;
     }
-    for (int64_t t = t0; t < t1; t++)
-        attn_row(j, t, h, ws, ws + KEY_BLOCK, ws + QUERY_BLOCK * KEY_BLOCK + QUERY_BLOCK * nd->hd + 2 * QUERY_BLOCK);
+    for (int64_t t = t0; t < t1; t++) attn_rows(j, t, h, 1, ws, ws + ROWS_FLOATS(nd->hd));
+}
+
+/* few query rows (decode): one task per row and group of up to 4 heads sharing a kv head */
+static void attn_group_task(void *arg, int64_t task, int worker)
+{
+    attn_job *j = arg;
+    const cpu_node *nd = j->r->nd;
+    int64_t per_kv = nd->nh / nd->nkv, groups = (per_kv + 3) / 4;
+    int64_t t = task / (nd->nkv * groups), rest = task % (nd->nkv * groups);
+    int64_t h0 = rest / groups * per_kv + rest % groups * 4;
+    int G = (int)(per_kv - rest % groups * 4 < 4 ? per_kv - rest % groups * 4 : 4);
+    float *ws = j->r->scratch + (size_t)worker * j->r->scratch_stride;
+    attn_rows(j, t, h0, G, ws, ws + ROWS_FLOATS(nd->hd));
 }
 
 int cpu_run_attention(const cpu_run *r)
@@ -268,7 +331,10 @@ int cpu_run_attention(const cpu_run *r)
         sh += n;
     }
     if (nd->dt[3] != RLX_F32) j.o = sh;
-    cpu_parallel(r, nd->nh * j.q_blocks, attn_task, &j);
+    if (nd->T < GEMM_MIN_ROWS)
+        cpu_parallel(r, nd->T * nd->nkv * ((nd->nh / nd->nkv + 3) / 4), attn_group_task, &j);
+    else
+        cpu_parallel(r, nd->nh * j.q_blocks, attn_task, &j);
     if (nd->dt[3] != RLX_F32) cpu_from_f32(r, nd->dt[3], j.o, r->vp[nd->out[0]], n);
     return 0;
 }
