@@ -43,14 +43,87 @@ enum gpu_op {
     OP_COUNT
 };
 
-static const char *const op_names[OP_COUNT + 1] = {
-    "rlx.embedding", "rlx.matmul", "rlx.matmul_nn", "rlx.add", "rlx.sub", "rlx.mul",
-    "rlx.scale", "rlx.add_scalar", "rlx.silu", "rlx.gelu", "rlx.gelu_tanh", "rlx.tanh",
-    "rlx.softcap", "rlx.softmax", "rlx.rms_norm", "rlx.layer_norm", "rlx.rope",
-    "rlx.attention", "rlx.cache_write", "rlx.transpose", "rlx.concat", "rlx.slice",
-    "rlx.last_row", "rlx.copy", "rlx.cast", "rlx.swiglu", "rlx.geglu_tanh", "rlx.add_rms_norm",
-    "rlx.linear_swiglu", "rlx.conv2d", "rlx.group_norm", "rlx.upsample_nearest2d",
-    "rlx.bmm", "rlx.relu", "rlx.sin", "rlx.cos", NULL};
+/* What the compiler needs to know of each op, one row per op in enum order (checked
+ * below, at compile time): adding an op is one enum entry, one row here, and its cases in
+ * step_build and run_step (switches over the enum: a missing case is a warning). */
+enum {
+    OPF_HALF = 1,     /* float operands in f32, f16 or bf16 (else f32 only) */
+    OPF_LAYOUT = 2,   /* moves 2- or 4-byte elements, all operands in one dtype */
+    OPF_OWN_SIZE = 4, /* output size is not input 0's: step_build checks it */
+    OPF_CHECKS = 8,   /* reports execute errors through the error word */
+};
+typedef struct gpu_opdef {
+    int op;
+    const char *name;
+    int8_t min_in, max_in, n_out;
+    uint8_t flags;
+} gpu_opdef;
+#define H OPF_HALF
+#define L OPF_LAYOUT
+#define S OPF_OWN_SIZE
+static constexpr gpu_opdef op_defs[] = {
+    {OP_EMBEDDING, "rlx.embedding", 2, 2, 1, H | S | OPF_CHECKS},
+    {OP_MATMUL, "rlx.matmul", 2, 3, 1, H | S},
+    {OP_MATMUL_NN, "rlx.matmul_nn", 2, 2, 1, H | S},
+    {OP_ADD, "rlx.add", 2, 2, 1, H},
+    {OP_SUB, "rlx.sub", 2, 2, 1, H},
+    {OP_MUL, "rlx.mul", 2, 2, 1, H},
+    {OP_SCALE, "rlx.scale", 1, 1, 1, H},
+    {OP_ADD_SCALAR, "rlx.add_scalar", 1, 1, 1, H},
+    {OP_SILU, "rlx.silu", 1, 1, 1, H},
+    {OP_GELU, "rlx.gelu", 1, 1, 1, H},
+    {OP_GELU_TANH, "rlx.gelu_tanh", 1, 1, 1, H},
+    {OP_TANH, "rlx.tanh", 1, 1, 1, H},
+    {OP_SOFTCAP, "rlx.softcap", 1, 1, 1, H},
+    {OP_SOFTMAX, "rlx.softmax", 1, 1, 1, H},
+    {OP_RMS_NORM, "rlx.rms_norm", 2, 2, 1, H},
+    {OP_LAYER_NORM, "rlx.layer_norm", 3, 3, 1, H},
+    {OP_ROPE, "rlx.rope", 3, 3, 1, H},
+    {OP_ATTENTION, "rlx.attention", 3, 5, 1, H},
+    {OP_CACHE_WRITE, "rlx.cache_write", 3, 3, 1, L | S | OPF_CHECKS},
+    {OP_TRANSPOSE, "rlx.transpose", 1, 1, 1, L | S},
+    {OP_CONCAT, "rlx.concat", 2, 2, 1, L | S},
+    {OP_SLICE, "rlx.slice", 1, 1, 1, L | S},
+    {OP_LAST_ROW, "rlx.last_row", 1, 1, 1, L | S},
+    {OP_COPY, "rlx.copy", 1, 1, 1, L},
+    {OP_CAST, "rlx.cast", 1, 1, 1, 0},
+    {OP_SWIGLU, "rlx.swiglu", 2, 2, 1, H},
+    {OP_GEGLU_TANH, "rlx.geglu_tanh", 2, 2, 1, H},
+    {OP_ADD_RMS_NORM, "rlx.add_rms_norm", 3, 3, 2, H | S},
+    {OP_LINEAR_SWIGLU, "rlx.linear_swiglu", 3, 3, 1, H | S},
+    {OP_CONV2D, "rlx.conv2d", 2, 3, 1, S},
+    {OP_GROUP_NORM, "rlx.group_norm", 3, 3, 1, 0},
+    {OP_UPSAMPLE, "rlx.upsample_nearest2d", 1, 1, 1, S},
+    {OP_BMM, "rlx.bmm", 2, 2, 1, S},
+    {OP_RELU, "rlx.relu", 1, 1, 1, 0},
+    {OP_SIN, "rlx.sin", 1, 1, 1, 0},
+    {OP_COS, "rlx.cos", 1, 1, 1, 0},
+};
+#undef H
+#undef L
+#undef S
+static constexpr int op_defs_keyed(int i)
+{
+    return i == OP_COUNT || (op_defs[i].op == i && op_defs[i].min_in <= op_defs[i].max_in &&
+                             op_defs_keyed(i + 1));
+}
+static_assert(sizeof op_defs / sizeof op_defs[0] == OP_COUNT && op_defs_keyed(0),
+              "op_defs has one row per op, in enum order");
+
+/* the NULL-terminated name list of the backend vtable, from the table */
+struct gpu_op_names {
+    const char *v[OP_COUNT + 1];
+};
+static constexpr gpu_op_names make_op_names()
+{
+    gpu_op_names n{};
+    for (int i = 0; i < OP_COUNT; i++)
+        n.v[i] = op_defs[i].name;
+    n.v[OP_COUNT] = nullptr;
+    return n;
+}
+static constexpr gpu_op_names op_list = make_op_names();
+#define op_names op_list.v
 
 static const char *const dtype_names[] = {"f32", "f16", "bf16", NULL};
 static_assert((int)GDT_F32 == (int)RLX_F32 && (int)GDT_F16 == (int)RLX_F16 &&
@@ -195,19 +268,7 @@ static const char *dt_name(int dt)
 
 /* ops whose kernels take f16/bf16 as well as f32 for every float operand, each operand
  * in its own dtype (an op added later is f32-only until its kernel reads 16 bits) */
-static int half_ok(int op)
-{
-    switch (op) {
-    case OP_EMBEDDING: case OP_MATMUL: case OP_MATMUL_NN: case OP_ADD: case OP_SUB: case OP_MUL:
-    case OP_SCALE: case OP_ADD_SCALAR: case OP_SILU: case OP_GELU: case OP_GELU_TANH: case OP_TANH:
-    case OP_SOFTCAP: case OP_SOFTMAX: case OP_RMS_NORM: case OP_LAYER_NORM: case OP_ROPE:
-    case OP_ATTENTION: case OP_SWIGLU: case OP_GEGLU_TANH: case OP_ADD_RMS_NORM:
-    case OP_LINEAR_SWIGLU:
-        return 1;
-    default:
-        return 0;
-    }
-}
+static int half_ok(int op) { return (op_defs[op].flags & OPF_HALF) != 0; }
 
 /* Validates node idx and fills st; 0 on success, else a diag naming the op and node. */
 static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *vals,
@@ -240,7 +301,8 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
             FAIL(RLX_ERR_INVALID, "too many inputs");
         st->in[st->n_in++] = v;
     }
-    int n_out = st->op == OP_ADD_RMS_NORM ? 2 : 1;
+    const gpu_opdef *od = &op_defs[st->op];
+    int n_out = od->n_out;
     if ((int)nd->n_outputs != n_out)
         FAIL(RLX_ERR_INVALID, "%u outputs, expected %d", nd->n_outputs, n_out);
     for (int i = 0; i < n_out; i++) {
@@ -248,23 +310,14 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
             FAIL(RLX_ERR_INVALID, "output %d is value %d of %u", i, nd->outputs[i], n_vals);
         st->out[i] = nd->outputs[i];
     }
-    static const int8_t min_in[] = {
-        2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 2, 3, 3, 3, 3, 1, 2, 1, 1, 1, 1, 2, 2, 3, 3, 2, 3, 1,
-        2, 1, 1, 1};
-    static const int8_t max_in[] = {
-        2, 3, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 2, 3, 3, 5, 3, 1, 2, 1, 1, 1, 1, 2, 2, 3, 3, 3, 3, 1,
-        2, 1, 1, 1};
-    static_assert(sizeof min_in == OP_COUNT && sizeof max_in == OP_COUNT, "an arity per op");
-    if (st->n_in < min_in[st->op] || st->n_in > max_in[st->op])
-        FAIL(RLX_ERR_INVALID, "%d inputs, expected %d to %d", st->n_in, min_in[st->op],
-             max_in[st->op]);
+    if (st->n_in < od->min_in || st->n_in > od->max_in)
+        FAIL(RLX_ERR_INVALID, "%d inputs, expected %d to %d", st->n_in, od->min_in, od->max_in);
     const rlx_value_desc *x = &vals[st->in[0]], *y = &vals[st->out[0]];
     const rlx_value_desc *in1 = st->n_in > 1 ? &vals[st->in[1]] : NULL;
     /* dtypes: ids and positions i32; layout ops (cache_write's rows too) move 2- or 4-byte
      * elements, all operands in one dtype; cast converts among f32/f16/bf16/i32; the rest
      * take each float operand in f32, f16 or bf16 (half_ok) or in f32 */
-    int layout = st->op == OP_TRANSPOSE || st->op == OP_CONCAT || st->op == OP_SLICE ||
-                 st->op == OP_LAST_ROW || st->op == OP_COPY || st->op == OP_CACHE_WRITE;
+    int layout = (od->flags & OPF_LAYOUT) != 0;
     const char *flt = half_ok(st->op) ? "f32, f16 or bf16" : "f32";
     for (int i = 0; i < st->n_in; i++) {
         int dt = vals[st->in[i]].dtype;
@@ -296,7 +349,9 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
         FAIL(RLX_ERR_INVALID, "operands differ in dtype (%s, %s -> %s)", dt_name(x->dtype),
              in1 ? dt_name(in1->dtype) : "-", dt_name(vals[st->out[0]].dtype));
 
-    switch (st->op) {
+    switch ((gpu_op)st->op) {
+    case OP_COUNT: /* step_build set a valid op above */
+        break;
     case OP_EMBEDDING:
         if (x->shape.ndim != 2)
             FAIL(RLX_ERR_INVALID, "table is not [V,H]");
@@ -552,11 +607,7 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
         break;
     }
     }
-    if (st->op != OP_CACHE_WRITE && st->op != OP_ADD_RMS_NORM && st->op != OP_TRANSPOSE &&
-        st->op != OP_CONCAT && st->op != OP_SLICE && st->op != OP_LAST_ROW &&
-        st->op != OP_EMBEDDING && st->op != OP_MATMUL && st->op != OP_MATMUL_NN &&
-        st->op != OP_LINEAR_SWIGLU && st->op != OP_CONV2D && st->op != OP_UPSAMPLE &&
-        st->op != OP_BMM && numel(y) != numel(x))
+    if (!(od->flags & OPF_OWN_SIZE) && numel(y) != numel(x))
         FAIL(RLX_ERR_INVALID, "output has %lld elements, input %lld", (long long)numel(y),
              (long long)numel(x));
     if ((st->op == OP_EMBEDDING && numel(y) != st->rows * st->n) ||
@@ -899,7 +950,7 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
             return d ? d->code : RLX_ERR_INVALID;
         }
         x->n_steps++;
-        if (st->op == OP_EMBEDDING || st->op == OP_CACHE_WRITE)
+        if (op_defs[st->op].flags & OPF_CHECKS)
             x->checks = 1;
         size_t need = 0;
         if (st->op == OP_MATMUL || st->op == OP_MATMUL_NN || st->op == OP_LINEAR_SWIGLU) {
@@ -1001,7 +1052,9 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
     err[0] = 0;
     int rc = 0;
     gpuError_t e = gpuSuccess;
-    switch (st->op) {
+    switch ((gpu_op)st->op) {
+    case OP_COUNT: /* never: step_build set a valid op */
+        break;
     case OP_EMBEDDING:
         gpu_embedding(s, TI(0), (const int32_t *)b, TO(0), st->rows, st->nb, st->n, be->err_dev,
                       st->node);
