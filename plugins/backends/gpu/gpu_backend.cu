@@ -179,6 +179,7 @@ typedef struct gpu_exe {
     int has_graph;
     int decode; /* every matmul has <= GPU_GEMV_MAX_M rows (the profile's phase) */
     size_t *vbytes; /* each value's size, for the fusion overlap checks */
+    int *counts;    /* zeroed arrival counters of split decode attention (gpu_attn.count) */
     int n_fused[FUSE_COUNT];
     long runs;  /* executes so far (the profile leaves out the first: lazy kernel loading) */
 } gpu_exe;
@@ -922,6 +923,8 @@ static void gpu_release(void *bep, void *exep)
         (void)gpuGraphExecDestroy(x->graph);
     if (x->scratch)
         (void)gpuFree(x->scratch);
+    if (x->counts)
+        (void)gpuFree(x->counts);
     free(x->graph_ptrs);
     free(x->vbytes);
     free(x->steps);
@@ -976,6 +979,7 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
         return RLX_ERR_NOMEM;
     }
     x->n_values = prog->n_values;
+    int64_t n_counts = 0;
     for (uint32_t i = 0; i < prog->n_nodes; i++) {
         gpu_step *st = &x->steps[i];
         if (step_build(&prog->nodes[i], (int)i, prog->values, prog->n_values, st, d) != 0) {
@@ -994,9 +998,22 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
             gpu_attn *a = &st->attn;
             a->nsplit = gpu_attn_splits(a->T, a->S, a->nh, a->d, be->sms);
             need = (size_t)gpu_attn_part_floats(a->T, a->nh, a->d, a->nsplit) * 4;
+            if (a->nsplit > 0 && (int64_t)a->T * a->nh > n_counts)
+                n_counts = (int64_t)a->T * a->nh;
         }
         if (need > x->scratch_bytes)
             x->scratch_bytes = need;
+    }
+    if (n_counts) {
+        gpuError_t e = gpuMalloc((void **)&x->counts, (size_t)n_counts * sizeof(int));
+        if (e == gpuSuccess)
+            e = gpuMemset(x->counts, 0, (size_t)n_counts * sizeof(int));
+        if (e != gpuSuccess) {
+            set_diag(d, RLX_ERR_NOMEM, "attention counters: %s", gpuGetErrorString(e));
+            (void)gpuGetLastError();
+            gpu_release(bep, x);
+            return RLX_ERR_NOMEM;
+        }
     }
     if (x->scratch_bytes) {
         gpuError_t e = gpuMalloc((void **)&x->scratch, x->scratch_bytes);
@@ -1095,11 +1112,12 @@ static int fuse_steps(gpu_exe *x, const rlx_program *prog)
         gpu_step *b = i + 1 < n ? &x->steps[i + 1] : NULL, *c = i + 2 < n ? &x->steps[i + 2] : NULL;
         int np = 0;
         if (a->op == OP_ADD && b && b->op == OP_RMS_NORM && b->in[0] == a->out[0] &&
-            a->n == a->nb && a->n == b->rows * b->n) {
+            b->in[1] != a->out[0] && a->n == a->nb && a->n == b->rows * b->n) {
             a->fuse = FUSE_ADD_NORM;
             np = 1;
         } else if (a->op == OP_MATMUL && a->gemv && a->n_in == 2 && b && c &&
                    b->op == OP_MATMUL && b->gemv && b->n_in == 2 && b->in[0] == a->in[0] &&
+                   b->in[1] != a->out[0] &&
                    b->rows == a->rows && b->n == a->n && b->k == a->k && b->dti[1] == a->dti[1] &&
                    c->op == OP_SWIGLU && c->n == c->nb && c->n == a->rows * a->n &&
                    ((c->in[0] == a->out[0] && c->in[1] == b->out[0]) ||
@@ -1111,7 +1129,8 @@ static int fuse_steps(gpu_exe *x, const rlx_program *prog)
             while (np + 1 < GPU_GEMV_SEGS && i + np + 1 < n) {
                 const gpu_step *o = &x->steps[i + np + 1];
                 if (o->op != OP_MATMUL || !o->gemv || o->in[0] != a->in[0] || o->rows != a->rows ||
-                    o->k != a->k || o->dti[1] != a->dti[1])
+                    o->k != a->k || o->dti[1] != a->dti[1] || made_in(x, i, i + np + 1, o->in[1]) ||
+                    (o->n_in == 3 && made_in(x, i, i + np + 1, o->in[2])))
                     break;
                 np++;
             }
@@ -1385,6 +1404,7 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
                 at.mask = TI(i);
         at.o = TO(0);
         at.part = (float *)(void *)x->scratch;
+        at.count = x->counts;
         gpu_attention(s, &at);
         break;
     }
