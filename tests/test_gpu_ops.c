@@ -1333,6 +1333,79 @@ static void fused_rope_cache(gpu *g, int dt, int32_t at)
     free(rv);
 }
 
+/* The decode schedule's order: q, rope q, k, rope k, v, cache writes. The backend may move
+ * the k and v products up next to q (one launch) and the ropes and cache writes together
+ * (one launch); clobber: k's product is stored where q's was (dead after rope q, as an
+ * arena may plan it), so moving k up would overwrite q before its rope: the backend must
+ * see that and keep the program order. */
+static void fused_decode_attn_inputs(gpu *g, int dt, int clobber)
+{
+    const int64_t K = 64, nh = 4, nkv = 2, d = 16, S = 8;
+    const int32_t at = 3;
+    enum { X, WQ, WK, WV, POS, INV, KC, VC, QM, QR, KM, KR, VM, KO, VO, NV };
+    tens t[NV] = {rand_t(dt, 2, 1, K, 0, 1), rand_t(dt, 2, nh * d, K, 0, 0.5),
+                  rand_t(dt, 2, nkv * d, K, 0, 0.5), rand_t(dt, 2, nkv * d, K, 0, 0.5),
+                  mk(RLX_I32, 1, 1, 0, 0), mk(RLX_F32, 1, d / 2, 0, 0), rand_t(dt, 3, S, nkv, d, 1),
+                  rand_t(dt, 3, S, nkv, d, 1), mk(dt, 3, 1, nh, d), mk(dt, 3, 1, nh, d),
+                  mk(dt, 3, 1, nkv, d), mk(dt, 3, 1, nkv, d), mk(dt, 3, 1, nkv, d),
+                  mk(dt, 3, S, nkv, d), mk(dt, 3, S, nkv, d)};
+    int kind[NV], share[NV];
+    for (int k = 0; k < NV; k++) {
+        kind[k] = k < QM ? RLX_VALUE_INPUT : k == QR || k == KO || k == VO ? RLX_VALUE_OUTPUT : RLX_VALUE_TEMP;
+        share[k] = k == KO ? KC : k == VO ? VC : k == KM && clobber ? QM : -1;
+    }
+    t[POS].i[0] = at;
+    for (int64_t i = 0; i < d / 2; i++)
+        t[INV].f[i] = (float)pow(10000.0, -2.0 * (double)i / (double)d);
+    pnode nodes[7] = {{"rlx.matmul", {X, WQ}, {QM}, 2, 1, NULL, 0},
+                      {"rlx.rope", {QM, POS, INV}, {QR}, 3, 1, NULL, 0},
+                      {"rlx.matmul", {X, WK}, {KM}, 2, 1, NULL, 0},
+                      {"rlx.rope", {KM, POS, INV}, {KR}, 3, 1, NULL, 0},
+                      {"rlx.matmul", {X, WV}, {VM}, 2, 1, NULL, 0},
+                      {"rlx.cache_write", {KC, KR, POS}, {KO}, 3, 1, NULL, 0},
+                      {"rlx.cache_write", {VC, VM, POS}, {VO}, 3, 1, NULL, 0}};
+    double *q = dalloc(nh * d), *k = dalloc(nkv * d), *v = dalloc(nkv * d);
+    double *rq = dalloc(nh * d), *rk = dalloc(S * nkv * d), *rv = dalloc(S * nkv * d);
+    float *qf = calloc((size_t)(nh * d), sizeof(float)), *kf = calloc((size_t)(nkv * d), sizeof(float));
+    ref_matmul(t[X].f, t[WQ].f, NULL, q, 1, nh * d, K, 1);
+    ref_matmul(t[X].f, t[WK].f, NULL, k, 1, nkv * d, K, 1);
+    ref_matmul(t[X].f, t[WV].f, NULL, v, 1, nkv * d, K, 1);
+    for (int64_t e = 0; e < nh * d; e++) /* the products are stored in dt before the ropes */
+        qf[e] = (float)as_dt(dt, q[e]);
+    for (int64_t e = 0; e < nkv * d; e++)
+        kf[e] = (float)as_dt(dt, k[e]);
+    for (int64_t h = 0; h < nh; h++)
+        ref_rope_row(qf + h * d, t[INV].f, d, at, rq + h * d);
+    for (int64_t e = 0; e < S * nkv * d; e++) {
+        rk[e] = t[KC].f[e];
+        rv[e] = t[VC].f[e];
+    }
+    for (int64_t h = 0; h < nkv; h++)
+        ref_rope_row(kf + h * d, t[INV].f, d, at, rk + (at * nkv + h) * d);
+    for (int64_t e = 0; e < nkv * d; e++) {
+        rk[at * nkv * d + e] = as_dt(dt, rk[at * nkv * d + e]);
+        rv[at * nkv * d + e] = as_dt(dt, v[e]);
+    }
+    rlx_diag d_;
+    char what[80];
+    snprintf(what, sizeof what, "decode q,rope,k,rope,v,cache writes %s%s", dtn(dt),
+             clobber ? " (k over q)" : "");
+    if (run_prog(g, t, kind, share, NV, nodes, 7, &d_))
+        fail_msg(g, what, d_.msg);
+    else
+        report(g, what, fmax(rel_l2(&t[QR], rq), fmax(rel_l2(&t[KO], rk), rel_l2(&t[VO], rv))), tol_of(dt));
+    for (int e = 0; e < NV; e++)
+        tfree(&t[e]);
+    free(q);
+    free(k);
+    free(v);
+    free(rq);
+    free(rk);
+    free(rv);
+    free(qf);
+    free(kf);
+}
+
 static void test_fused(gpu *g)
 {
     for (int k = 0; k < 3; k++) {
@@ -1343,6 +1416,8 @@ static void test_fused(gpu *g)
         fused_rope_cache(g, dt, 5);
     }
     fused_rope_cache(g, RLX_BF16, 16);
+    for (int c = 0; c < 4; c++)
+        fused_decode_attn_inputs(g, c < 2 ? RLX_BF16 : RLX_F32, c % 2);
 }
 
 static double now_s(void)
@@ -1454,16 +1529,18 @@ static void bench(gpu *g)
         for (int j = 0; j < 5; j++)
             tfree(&all[j]);
     }
-    int T = 2048, nh = 32, d = 128;
-    for (int nkv = 32; nkv >= 8; nkv -= 24) {
-        tens q = rand_f(3, T, nh, d, 1), k = rand_f(3, T, nkv, d, 1), v = rand_f(3, T, nkv, d, 1),
-             o = mk(RLX_F32, 3, T, nh, d);
+    /* f32 (SIMT kernel) and bf16 (tensor cores); the last: the 1B shape's prefill-512 */
+    for (int c = 0; c < 5; c++) {
+        int T = c < 4 ? 2048 : 512, nh = 32, d = c < 4 ? 128 : 64, nkv = c % 2 ? 8 : 32;
+        int dt = c < 2 ? RLX_F32 : RLX_BF16;
+        tens q = rand_t(dt, 3, T, nh, d, 1), k = rand_t(dt, 3, T, nkv, d, 1), v = rand_t(dt, 3, T, nkv, d, 1),
+             o = mk(dt, 3, T, nh, d);
         tens ai[3] = {q, k, v};
         rlx_attr at[2] = {RLX_ATTR_F("scale", 1.0 / sqrt(d)), RLX_ATTR_I("causal", 1)};
         t = time_node(g, "rlx.attention", ai, 3, &o, at, 2, 20);
         double fl = 4.0 * nh * d * ((double)T * (T + 1) / 2); /* causal: QK and PV */
-        printf("BENCH %-6s attention T=2048 nh=32 nkv=%d d=128 causal: %.3f ms, %.0f GFLOP/s\n",
-               g->label, nkv, t * 1e3, fl / t * 1e-9);
+        printf("BENCH %-6s attention %s T=%d nh=32 nkv=%d d=%d causal: %.3f ms, %.0f GFLOP/s\n",
+               g->label, dtn(dt), T, nkv, d, t * 1e3, fl / t * 1e-9);
         tfree(&q);
         tfree(&k);
         tfree(&v);
