@@ -1333,11 +1333,9 @@ static void fused_rope_cache(gpu *g, int dt, int32_t at)
     free(rv);
 }
 
-/* The decode schedule's order: q, rope q, k, rope k, v, cache writes. The backend may move
- * the k and v products up next to q (one launch) and the ropes and cache writes together
- * (one launch); clobber: k's product is stored where q's was (dead after rope q, as an
- * arena may plan it), so moving k up would overwrite q before its rope: the backend must
- * see that and keep the program order. */
+/* The decode schedule's order: q, rope q, k, rope k, v, cache writes (the last two fuse).
+ * clobber: k's product is stored where q's was (dead after rope q, as the arena plans it):
+ * a backend that ran k's product before q's rope would overwrite q. */
 static void fused_decode_attn_inputs(gpu *g, int dt, int clobber)
 {
     const int64_t K = 64, nh = 4, nkv = 2, d = 16, S = 8;

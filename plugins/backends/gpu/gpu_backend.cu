@@ -152,7 +152,6 @@ typedef struct gpu_step {
     int fuse, part[GPU_RC_JOBS - 1], n_part;
     int fused_now; /* this execute: the head ran fused, its parts are skipped */
     int head;      /* of an absorbed step, else -1 */
-    int orig;      /* position in the program (steps may be reordered: hoist_gemvs) */
 } gpu_step;
 
 /* backend-level fusions (model-agnostic: they match op sequences in the program) */
@@ -181,11 +180,6 @@ typedef struct gpu_exe {
     int decode; /* every matmul has <= GPU_GEMV_MAX_M rows (the profile's phase) */
     size_t *vbytes; /* each value's size, for the fusion overlap checks */
     int *root;      /* each value's storage value (aliases resolved) */
-    int *by_orig;   /* steps' indexes in program order */
-    int (*flips)[2]; /* pairs of steps that hoist_gemvs put in the other order */
-    int n_flips;
-    int in_order;   /* last execute ran in program order, unfused (a hoist was unsafe) */
-    int *counts;    /* zeroed arrival counters of split decode attention (gpu_attn.count) */
     int n_fused[FUSE_COUNT];
     long runs;  /* executes so far (the profile leaves out the first: lazy kernel loading) */
 } gpu_exe;
@@ -929,13 +923,9 @@ static void gpu_release(void *bep, void *exep)
         (void)gpuGraphExecDestroy(x->graph);
     if (x->scratch)
         (void)gpuFree(x->scratch);
-    if (x->counts)
-        (void)gpuFree(x->counts);
     free(x->graph_ptrs);
     free(x->vbytes);
     free(x->root);
-    free(x->by_orig);
-    free(x->flips);
     free(x->steps);
     free(x);
 }
@@ -976,7 +966,6 @@ static size_t plan_matmul(const gpu_be *be, gpu_step *st)
 }
 
 static int fuse_steps(gpu_exe *x, const rlx_program *prog);
-static int hoist_gemvs(gpu_exe *x);
 static int value_root(const rlx_program *prog, int v);
 
 static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag *d)
@@ -990,7 +979,6 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
         return RLX_ERR_NOMEM;
     }
     x->n_values = prog->n_values;
-    int64_t n_counts = 0;
     for (uint32_t i = 0; i < prog->n_nodes; i++) {
         gpu_step *st = &x->steps[i];
         if (step_build(&prog->nodes[i], (int)i, prog->values, prog->n_values, st, d) != 0) {
@@ -1009,22 +997,9 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
             gpu_attn *a = &st->attn;
             a->nsplit = gpu_attn_splits(a->T, a->S, a->nh, a->d, be->sms);
             need = (size_t)gpu_attn_part_floats(a->T, a->nh, a->d, a->nsplit) * 4;
-            if (a->nsplit > 0 && (int64_t)a->T * a->nh > n_counts)
-                n_counts = (int64_t)a->T * a->nh;
         }
         if (need > x->scratch_bytes)
             x->scratch_bytes = need;
-    }
-    if (n_counts) {
-        gpuError_t e = gpuMalloc((void **)&x->counts, (size_t)n_counts * sizeof(int));
-        if (e == gpuSuccess)
-            e = gpuMemset(x->counts, 0, (size_t)n_counts * sizeof(int));
-        if (e != gpuSuccess) {
-            set_diag(d, RLX_ERR_NOMEM, "attention counters: %s", gpuGetErrorString(e));
-            (void)gpuGetLastError();
-            gpu_release(bep, x);
-            return RLX_ERR_NOMEM;
-        }
     }
     if (x->scratch_bytes) {
         gpuError_t e = gpuMalloc((void **)&x->scratch, x->scratch_bytes);
@@ -1039,18 +1014,14 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
     x->decode = x->decode > 0;
     x->vbytes = (size_t *)calloc(prog->n_values + 1, sizeof(size_t));
     x->root = (int *)calloc(prog->n_values + 1, sizeof(int));
-    x->by_orig = (int *)calloc(x->n_steps + 1, sizeof(int));
-    if (x->vbytes && x->root && x->by_orig) {
+    if (x->vbytes && x->root) {
         for (uint32_t v = 0; v < prog->n_values; v++) {
             int es = esize(prog->values[v].dtype);
             x->vbytes[v] = (size_t)numel(&prog->values[v]) * (size_t)(es ? es : 8);
             x->root[v] = value_root(prog, (int)v);
         }
-        for (uint32_t i = 0; i < x->n_steps; i++)
-            x->steps[i].orig = x->by_orig[i] = (int)i;
     }
-    if (!x->vbytes || !x->root || !x->by_orig ||
-        (be->fuse && (hoist_gemvs(x) != 0 || fuse_steps(x, prog) != 0))) {
+    if (!x->vbytes || !x->root || (be->fuse && fuse_steps(x, prog) != 0)) {
         set_diag(d, RLX_ERR_NOMEM, "out of memory");
         gpu_release(bep, x);
         return RLX_ERR_NOMEM;
@@ -1060,9 +1031,9 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
             x->steps[i].head = -1;
     if (be->prof)
         fprintf(stderr, "%s profile: %s program of %u steps; %d add+norm, %d gemv+swiglu, %d gemv groups, "
-                "%d rope+cache groups fused; %d steps reordered\n", RLX_GPU_VENDOR,
+                "%d rope+cache groups fused\n", RLX_GPU_VENDOR,
                 x->decode ? "decode" : "prefill", x->n_steps, x->n_fused[FUSE_ADD_NORM],
-                x->n_fused[FUSE_GLU], x->n_fused[FUSE_GEMVS], x->n_fused[FUSE_ROPE_CACHE], x->n_flips);
+                x->n_fused[FUSE_GLU], x->n_fused[FUSE_GEMVS], x->n_fused[FUSE_ROPE_CACHE]);
     *out = x;
     return 0;
 }
@@ -1098,76 +1069,6 @@ static int made_in(const gpu_exe *x, int g0, int g1, int v)
             if (x->root[x->steps[j].out[o]] == x->root[v])
                 return 1;
     return 0;
-}
-
-#define HOIST_WINDOW 8
-
-/* The schedule interleaves the q/k/v GEMVs of one x with the ropes of their outputs:
- * GEMVs of the same x within HOIST_WINDOW steps move up to follow the first when no step
- * they jump over makes their inputs, so that fuse_steps sees them (and the ropes and cache
- * writes after them) as neighbours. The arena was planned for the program order: the
- * pairs whose order flipped are kept for hoists_safe to check at execute. */
-static int hoist_gemvs(gpu_exe *x)
-{
-    int n = (int)x->n_steps, cap = 0;
-    for (int i = 0; i < n; i++) {
-        const gpu_step *a = &x->steps[i];
-        if (a->op != OP_MATMUL || !a->gemv)
-            continue;
-        int at = i + 1;
-        for (int j = i + 1; j < n && j <= i + HOIST_WINDOW && at - i < GPU_GEMV_SEGS; j++) {
-            gpu_step *o = &x->steps[j];
-            int ok = o->op == OP_MATMUL && o->gemv && o->in[0] == a->in[0] && o->rows == a->rows &&
-                     o->k == a->k && o->dti[1] == a->dti[1];
-            for (int q = 0; q < o->n_in && ok; q++)
-                ok = !made_in(x, at, j, o->in[q]);
-            if (!ok || j == at) {
-                at += ok;
-                continue;
-            }
-            for (int u = at; u < j; u++) { /* o now runs before each of these */
-                if (x->n_flips == cap) {
-                    cap = cap ? 2 * cap : 64;
-                    int(*f)[2] = (int(*)[2])realloc(x->flips, (size_t)cap * sizeof *f);
-                    if (!f)
-                        return -1;
-                    x->flips = f;
-                }
-                x->flips[x->n_flips][0] = o->orig;
-                x->flips[x->n_flips++][1] = x->steps[u].orig;
-            }
-            gpu_step t = *o;
-            memmove(&x->steps[at + 1], &x->steps[at], (size_t)(j - at) * sizeof t);
-            x->steps[at++] = t;
-        }
-    }
-    for (int i = 0; i < n; i++)
-        x->by_orig[x->steps[i].orig] = i;
-    return 0;
-}
-
-static int overlap(void *const *vp, const size_t *vb, int a, int b);
-
-/* the flipped pairs touch no common bytes (else the arena reused one's buffer for the
- * other, which is right only in program order) */
-static int hoists_safe(const gpu_exe *x, void *const *vp)
-{
-    for (int f = 0; f < x->n_flips; f++) {
-        const gpu_step *s = &x->steps[x->by_orig[x->flips[f][0]]], *u = &x->steps[x->by_orig[x->flips[f][1]]];
-        for (int o = 0; o < op_defs[s->op].n_out; o++) {
-            for (int i = 0; i < u->n_in; i++)
-                if (overlap(vp, x->vbytes, s->out[o], u->in[i]))
-                    return 0;
-            for (int i = 0; i < op_defs[u->op].n_out; i++)
-                if (overlap(vp, x->vbytes, s->out[o], u->out[i]))
-                    return 0;
-        }
-        for (int o = 0; o < op_defs[u->op].n_out; o++)
-            for (int i = 0; i < s->n_in; i++)
-                if (overlap(vp, x->vbytes, u->out[o], s->in[i]))
-                    return 0;
-    }
-    return 1;
 }
 
 static int rc_step_ok(const gpu_step *st)
@@ -1495,7 +1396,6 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
                 at.mask = TI(i);
         at.o = TO(0);
         at.part = (float *)(void *)x->scratch;
-        at.count = x->counts;
         gpu_attention(s, &at);
         break;
     }
@@ -1565,15 +1465,14 @@ static int enqueue_all(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
     }
     gpu_prof *pf = be->prof;
     int count = pf && x->runs > 0;
-    x->in_order = x->n_flips && !hoists_safe(x, vp);
     for (uint32_t i = 0; i < x->n_steps; i++) {
-        gpu_step *st = &x->steps[x->in_order ? x->by_orig[i] : i];
-        if (!x->in_order && st->head >= 0 && x->steps[st->head].fused_now)
+        gpu_step *st = &x->steps[i];
+        if (st->head >= 0 && x->steps[st->head].fused_now)
             continue;
         if (count)
             (void)gpuEventRecord(pf->e0, be->stream);
         int rc = 0;
-        st->fused_now = !x->in_order && st->fuse && fuse_safe(x, st, vp);
+        st->fused_now = st->fuse && fuse_safe(x, st, vp);
         if (st->fused_now) {
             run_fused(be, x, st, vp);
             gpuError_t e = gpuGetLastError();

@@ -101,7 +101,6 @@ typedef struct gpu_attn {
     /* split-key decode: nsplit partial results per row and head in part */
     int nsplit;
     float *part;
-    int *count; /* T*nh zeroed counters: the last split block merges (NULL: a merge kernel) */
 } gpu_attn;
 #define GPU_ATTN_MAX_D 512
 /* decode rows (T <= GPU_ATTN_DECODE_T) split the keys over nsplit blocks per head */

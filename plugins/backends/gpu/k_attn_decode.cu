@@ -1,8 +1,8 @@
 /* Decode attention (flash-decoding): few query rows against a long KV cache. The keys of
  * each (row, head) are split over nsplit blocks; a block's 4 warps take groups of KU keys
  * (all loads of a group in flight before the first use), keep an online softmax per warp,
- * merge them and write one partial (max, sum, acc[d]); the last block of a (row, head) to
- * finish merges the nsplit partials (with counters; else a second kernel does). Key ranges come from pos on the device, so a captured graph stays valid as
+ * merge them and write one partial (max, sum, acc[d]); a second kernel merges the nsplit
+ * partials. Key ranges come from pos on the device, so a captured graph stays valid as
  * the cache grows. Each lane owns ND consecutive head dims (head dim <= 32*ND). */
 #include "gpu_dtype.h"
 
@@ -63,30 +63,6 @@ template <int ND> __device__ __forceinline__ void load_nd(const gpu_ten &t, int6
             f[k] = h_to_f((uint16_t)(w & 0xffffu), t.dt);
             f[k + 1] = h_to_f((uint16_t)(w >> 16), t.dt);
         }
-    }
-}
-
-/* merges the nsplit partials of (row t, head h); volatile: the partials of other blocks
- * are read past L1 when the last split block merges */
-template <int DP> __device__ static void merge_row(const gpu_attn &a, int h, int t, int tid, int nt)
-{
-    const volatile float *part = a.part + ((int64_t)t * a.nh + h) * a.nsplit * (DP + 2);
-    float M = -INFINITY, L = 0.0f;
-    for (int sp = 0; sp < a.nsplit; sp++)
-        M = fmaxf(M, part[sp * (DP + 2)]);
-    for (int sp = 0; sp < a.nsplit; sp++) {
-        float ms = part[sp * (DP + 2)];
-        L += ms == -INFINITY ? 0.0f : part[sp * (DP + 2) + 1] * expf(ms - M);
-    }
-    float inv = L > 0.0f ? 1.0f / L : 0.0f;
-    for (int dd = tid; dd < a.d; dd += nt) {
-        float o = 0.0f;
-        for (int sp = 0; sp < a.nsplit; sp++) {
-            float ms = part[sp * (DP + 2)];
-            if (ms != -INFINITY)
-                o += part[sp * (DP + 2) + 2 + dd] * expf(ms - M);
-        }
-        stt(a.o, ((int64_t)t * a.nh + h) * a.d + dd, o * inv);
     }
 }
 
@@ -195,35 +171,36 @@ __global__ __launch_bounds__(AD_WARPS * 32) static void k_attn_split(gpu_attn a)
             o += sm_m[w] == -INFINITY ? 0.0f : sm_acc[w][dd] * expf(sm_m[w] - M);
         part[2 + dd] = o;
     }
-    if (!a.count)
-        return;
-    /* the last split block of (t, h) to finish merges: no second launch (the classic
-     * fence + counter; the counter is left at 0 for the next step and graph replay) */
-    __shared__ int last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0)
-        last = atomicAdd(&a.count[t * a.nh + h], 1) == a.nsplit - 1;
-    __syncthreads();
-    if (!last)
-        return;
-    __threadfence();
-    merge_row<DP>(a, h, t, threadIdx.x, AD_WARPS * 32);
-    if (threadIdx.x == 0)
-        a.count[t * a.nh + h] = 0;
 }
 
 template <int DP> __global__ static void k_attn_merge(gpu_attn a)
 {
-    merge_row<DP>(a, blockIdx.x, blockIdx.y, threadIdx.x, blockDim.x);
+    const int h = blockIdx.x, t = blockIdx.y;
+    const float *part = a.part + ((int64_t)t * a.nh + h) * a.nsplit * (DP + 2);
+    float M = -INFINITY, L = 0.0f;
+    for (int sp = 0; sp < a.nsplit; sp++)
+        M = fmaxf(M, part[sp * (DP + 2)]);
+    for (int sp = 0; sp < a.nsplit; sp++) {
+        float ms = part[sp * (DP + 2)];
+        L += ms == -INFINITY ? 0.0f : part[sp * (DP + 2) + 1] * expf(ms - M);
+    }
+    float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    for (int dd = threadIdx.x; dd < a.d; dd += blockDim.x) {
+        float o = 0.0f;
+        for (int sp = 0; sp < a.nsplit; sp++) {
+            float ms = part[sp * (DP + 2)];
+            if (ms != -INFINITY)
+                o += part[sp * (DP + 2) + 2 + dd] * expf(ms - M);
+        }
+        stt(a.o, ((int64_t)t * a.nh + h) * a.d + dd, o * inv);
+    }
 }
 
 template <int ND> static void launch_decode(gpuStream_t s, const gpu_attn *a)
 {
     dim3 g1((unsigned)a->nh, (unsigned)a->nsplit, (unsigned)a->T), g2((unsigned)a->nh, (unsigned)a->T);
     RLX_LAUNCH(k_attn_split<ND>, g1, AD_WARPS * 32, 0, s)(*a);
-    if (!a->count)
-        RLX_LAUNCH(k_attn_merge<32 * ND>, g2, 64, 0, s)(*a);
+    RLX_LAUNCH(k_attn_merge<32 * ND>, g2, 64, 0, s)(*a);
 }
 
 void gpu_attn_decode(gpuStream_t s, const gpu_attn *a)

@@ -29,7 +29,6 @@ static inline const char *rlx_hip_error_text(hipError_t e)
 #define gpuFreeHost hipHostFree
 #define gpuMemcpyAsync hipMemcpyAsync
 #define gpuMemsetAsync hipMemsetAsync
-#define gpuMemset hipMemset
 #define gpuMemcpyHostToDevice hipMemcpyHostToDevice
 #define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
 #define gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice
@@ -74,7 +73,6 @@ typedef cudaGraphExec_t gpuGraphExec_t;
 #define gpuFreeHost cudaFreeHost
 #define gpuMemcpyAsync cudaMemcpyAsync
 #define gpuMemsetAsync cudaMemsetAsync
-#define gpuMemset cudaMemset
 #define gpuMemcpyHostToDevice cudaMemcpyHostToDevice
 #define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #define gpuMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
