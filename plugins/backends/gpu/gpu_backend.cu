@@ -130,6 +130,8 @@ static_assert((int)GDT_F32 == (int)RLX_F32 && (int)GDT_F16 == (int)RLX_F16 &&
                   (int)GDT_BF16 == (int)RLX_BF16 && (int)GDT_I32 == (int)RLX_I32,
               "kernel dtype codes are rlx_dtype's");
 
+#define GPU_FUSE_PARTS 8 /* steps a fused group absorbs besides its head */
+
 /* One launch (or a few) with everything resolved from shapes and attributes. */
 typedef struct gpu_step {
     int op, node;
@@ -149,9 +151,11 @@ typedef struct gpu_step {
     /* fuse_steps: the head of a group of consecutive steps runs their work in one launch
      * (fuse = FUSE_*, the absorbed steps in part) when nothing it writes overlaps what it
      * reads (checked at execute: the arena may reuse a dead input for a later output) */
-    int fuse, part[GPU_RC_JOBS - 1], n_part;
+    int fuse, part[GPU_FUSE_PARTS], n_part;
+    int g0, g1;    /* of a head: its group is steps [g0, g1) */
     int fused_now; /* this execute: the head ran fused, its parts are skipped */
     int head;      /* of an absorbed step, else -1 */
+    int priv;      /* in a FUSE_ATTN_IN group: out[0] lives in the group's private scratch */
 } gpu_step;
 
 /* backend-level fusions (model-agnostic: they match op sequences in the program) */
@@ -161,10 +165,12 @@ enum {
     FUSE_GLU,      /* matmul(x,Wg), matmul(x,Wu), swiglu: one GEMV with the SwiGLU epilogue */
     FUSE_GEMVS,    /* 2-3 decode matmuls of the same x (q/k/v): one GEMV launch */
     FUSE_ROPE_CACHE, /* ropes and in-place cache writes of one attention: one launch */
+    FUSE_ATTN_IN,  /* decode GEMVs of one x interleaved with ropes of their products and cache
+                    * writes: two launches at the last step, the products in private scratch */
     FUSE_COUNT
 };
 static const char *const fuse_names[FUSE_COUNT] = {
-    "", "fused add+norm", "fused gemv+swiglu", "fused gemvs", "fused rope+cache"};
+    "", "fused add+norm", "fused gemv+swiglu", "fused gemvs", "fused rope+cache", "fused qkv+rope+cache"};
 
 typedef struct gpu_exe {
     gpu_step *steps;
@@ -180,6 +186,12 @@ typedef struct gpu_exe {
     int decode; /* every matmul has <= GPU_GEMV_MAX_M rows (the profile's phase) */
     size_t *vbytes; /* each value's size, for the fusion overlap checks */
     int *root;      /* each value's storage value (aliases resolved) */
+    /* FUSE_ATTN_IN groups: values moved to private scratch (fscratch + ovr_off), and the
+     * value pointers with them applied (vp2) */
+    char *fscratch;
+    int *ovr_v, n_ovr;
+    size_t *ovr_off, fs_bytes;
+    void **vp2;
     int n_fused[FUSE_COUNT];
     long runs;  /* executes so far (the profile leaves out the first: lazy kernel loading) */
 } gpu_exe;
@@ -926,6 +938,11 @@ static void gpu_release(void *bep, void *exep)
     free(x->graph_ptrs);
     free(x->vbytes);
     free(x->root);
+    free(x->ovr_v);
+    free(x->ovr_off);
+    free(x->vp2);
+    if (x->fscratch)
+        (void)gpuFree(x->fscratch);
     free(x->steps);
     free(x);
 }
@@ -1021,19 +1038,31 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
             x->root[v] = value_root(prog, (int)v);
         }
     }
-    if (!x->vbytes || !x->root || (be->fuse && fuse_steps(x, prog) != 0)) {
+    if (!x->vbytes || !x->root || (be->fuse && fuse_steps(x, prog) != 0) ||
+        (x->n_ovr && !(x->vp2 = (void **)calloc(prog->n_values + 1, sizeof(void *))))) {
         set_diag(d, RLX_ERR_NOMEM, "out of memory");
         gpu_release(bep, x);
         return RLX_ERR_NOMEM;
+    }
+    if (x->fs_bytes) {
+        gpuError_t e = gpuMalloc((void **)&x->fscratch, x->fs_bytes);
+        if (e != gpuSuccess) {
+            set_diag(d, RLX_ERR_NOMEM, "fusion scratch of %zu bytes: %s", x->fs_bytes,
+                     gpuGetErrorString(e));
+            (void)gpuGetLastError();
+            gpu_release(bep, x);
+            return RLX_ERR_NOMEM;
+        }
     }
     if (!be->fuse)
         for (uint32_t i = 0; i < x->n_steps; i++)
             x->steps[i].head = -1;
     if (be->prof)
         fprintf(stderr, "%s profile: %s program of %u steps; %d add+norm, %d gemv+swiglu, %d gemv groups, "
-                "%d rope+cache groups fused\n", RLX_GPU_VENDOR,
+                "%d rope+cache groups, %d qkv+rope+cache groups fused\n", RLX_GPU_VENDOR,
                 x->decode ? "decode" : "prefill", x->n_steps, x->n_fused[FUSE_ADD_NORM],
-                x->n_fused[FUSE_GLU], x->n_fused[FUSE_GEMVS], x->n_fused[FUSE_ROPE_CACHE]);
+                x->n_fused[FUSE_GLU], x->n_fused[FUSE_GEMVS], x->n_fused[FUSE_ROPE_CACHE],
+                x->n_fused[FUSE_ATTN_IN]);
     *out = x;
     return 0;
 }
@@ -1076,6 +1105,104 @@ static int rc_step_ok(const gpu_step *st)
     return st->op == OP_ROPE || (st->op == OP_CACHE_WRITE && is_flt(st->dti[0]));
 }
 
+static int is_gemv_of(const gpu_step *o, const gpu_step *a)
+{
+    return o->op == OP_MATMUL && o->gemv && o->in[0] == a->in[0] && o->rows == a->rows &&
+           o->k == a->k && o->dti[1] == a->dti[1];
+}
+
+/* Does a FUSE_ATTN_IN group start at step i (a decode GEMV)? Returns its end (exclusive)
+ * or 0. Members: 2-3 GEMVs of the same x, ropes of their products, cache writes (in
+ * place) of rope outputs or products; at most GPU_RC_JOBS ropes and cache writes. */
+static int attn_in_group(const gpu_exe *x, const rlx_program *prog, int i)
+{
+    const gpu_step *a = &x->steps[i];
+    int n = (int)x->n_steps, nmm = 0, nrc = 0, j = i;
+    (void)prog;
+    if (a->op != OP_MATMUL || !a->gemv)
+        return 0;
+    for (; j < n && j - i <= GPU_FUSE_PARTS; j++) {
+        const gpu_step *o = &x->steps[j];
+        int ok = 1;
+        if (is_gemv_of(o, a) && nmm < GPU_GEMV_SEGS) {
+            for (int q = 1; q < o->n_in; q++)
+                ok = ok && !made_in(x, i, j, o->in[q]);
+            nmm += ok;
+        } else if (o->op == OP_ROPE && nrc < GPU_RC_JOBS) {
+            ok = !made_in(x, i, j, o->in[1]) && !made_in(x, i, j, o->in[2]);
+            for (int r = i; r < j && ok; r++) /* a rope reads a product, not a rope */
+                if (x->steps[r].op != OP_MATMUL && x->root[x->steps[r].out[0]] == x->root[o->in[0]])
+                    ok = 0;
+            nrc += ok;
+        } else if (o->op == OP_CACHE_WRITE && is_flt(o->dti[0]) && nrc < GPU_RC_JOBS) {
+            ok = !made_in(x, i, j, o->in[0]) && !made_in(x, i, j, o->in[2]);
+            for (int r = i; r < j && ok; r++) { /* a rope's output stored exactly, once */
+                const gpu_step *p = &x->steps[r];
+                if (p->op == OP_ROPE && x->root[p->out[0]] == x->root[o->in[1]])
+                    ok = p->out[0] == o->in[1] && p->rows == o->nb && p->nb * p->n == o->n;
+                if (p->op == OP_CACHE_WRITE && (p->in[1] == o->in[1] || x->root[p->out[0]] == x->root[o->in[1]]))
+                    ok = 0;
+            }
+            nrc += ok;
+        } else {
+            ok = 0;
+        }
+        if (!ok)
+            break;
+    }
+    return nmm >= 2 && nrc >= 1 ? j : 0;
+}
+
+/* Products and rope outputs of the group [g0, g1) that nothing outside it reads move to
+ * private scratch (the group runs at its last step: in their arena bytes the schedule
+ * may keep other values meanwhile); the rest are written where the arena put them. */
+static int attn_in_scratch(gpu_exe *x, const rlx_program *prog, int g0, int g1)
+{
+    size_t off = 0;
+    for (int m = g0; m < g1; m++) {
+        gpu_step *st = &x->steps[m];
+        if (st->op == OP_CACHE_WRITE)
+            continue;
+        int r = x->root[st->out[0]], inside = 0, total = 0;
+        for (uint32_t s2 = 0; s2 < x->n_steps; s2++)
+            for (int q = 0; q < x->steps[s2].n_in; q++)
+                if (x->root[x->steps[s2].in[q]] == r) {
+                    total++;
+                    inside += (int)s2 >= g0 && (int)s2 < g1;
+                }
+        int priv = prog->values[r].kind == RLX_VALUE_TEMP && inside == total;
+        for (uint32_t v = 0; v < prog->n_values && priv; v++)
+            if (x->root[v] == r && prog->values[v].kind == RLX_VALUE_OUTPUT)
+                priv = 0;
+        st->priv = priv;
+        if (!priv)
+            continue;
+        for (uint32_t v = 0; v < prog->n_values; v++) {
+            if (x->root[v] != r)
+                continue;
+            size_t ao = 0; /* bytes from the root along the alias chain */
+            for (int w = (int)v, k = 0; k < 64 && prog->values[w].kind == RLX_VALUE_ALIAS; k++) {
+                ao += prog->values[w].alias_offset;
+                w = prog->values[w].alias_of;
+            }
+            int *nv = (int *)realloc(x->ovr_v, (size_t)(x->n_ovr + 1) * sizeof(int));
+            if (nv)
+                x->ovr_v = nv;
+            size_t *no = (size_t *)realloc(x->ovr_off, (size_t)(x->n_ovr + 1) * sizeof(size_t));
+            if (no)
+                x->ovr_off = no;
+            if (!nv || !no)
+                return -1;
+            x->ovr_v[x->n_ovr] = (int)v;
+            x->ovr_off[x->n_ovr++] = off + ao;
+        }
+        off += (x->vbytes[r] + 255) & ~(size_t)255;
+    }
+    if (off > x->fs_bytes)
+        x->fs_bytes = off;
+    return 0;
+}
+
 /* Groups consecutive steps whose work one launch can do (see FUSE_*). Reads of each value
  * (aliases and program outputs count) keep a product that something else reads. */
 static int fuse_steps(gpu_exe *x, const rlx_program *prog)
@@ -1102,7 +1229,25 @@ static int fuse_steps(gpu_exe *x, const rlx_program *prog)
     for (int i = 0; i < n; i++) {
         gpu_step *a = &x->steps[i];
         gpu_step *b = i + 1 < n ? &x->steps[i + 1] : NULL, *c = i + 2 < n ? &x->steps[i + 2] : NULL;
-        int np = 0;
+        int np = 0, j1 = attn_in_group(x, prog, i);
+        if (j1 > 0) {
+            if (attn_in_scratch(x, prog, i, j1) != 0) {
+                free(uses);
+                return -1;
+            }
+            gpu_step *h = &x->steps[j1 - 1]; /* runs at the last step */
+            h->fuse = FUSE_ATTN_IN;
+            h->g0 = i;
+            h->g1 = j1;
+            h->n_part = 0;
+            for (int m = i; m < j1 - 1; m++) {
+                h->part[h->n_part++] = m;
+                x->steps[m].head = j1 - 1;
+            }
+            x->n_fused[FUSE_ATTN_IN]++;
+            i = j1 - 1;
+            continue;
+        }
         if (a->op == OP_ADD && b && b->op == OP_RMS_NORM && b->in[0] == a->out[0] &&
             b->in[1] != a->out[0] && a->n == a->nb && a->n == b->rows * b->n) {
             a->fuse = FUSE_ADD_NORM;
@@ -1162,6 +1307,8 @@ static int fuse_steps(gpu_exe *x, const rlx_program *prog)
             x->steps[i + j].head = i;
         }
         a->n_part = np;
+        a->g0 = i;
+        a->g1 = i + np + 1;
         if (np)
             x->n_fused[a->fuse]++;
         i += np;
@@ -1230,14 +1377,15 @@ static int overlap(void *const *vp, const size_t *vb, int a, int b)
  * value it reads from outside the group, and cache writes must be in place. */
 static int fuse_safe(const gpu_exe *x, const gpu_step *h, void *const *vp)
 {
-    int g0 = (int)(h - x->steps), g1 = g0 + h->n_part + 1;
-    int wr[2 * GPU_RC_JOBS], rd[5 * GPU_RC_JOBS], nw = 0, nr = 0;
+    int g0 = h->g0, g1 = h->g1;
+    int wr[2 * (GPU_FUSE_PARTS + 1)], rd[5 * (GPU_FUSE_PARTS + 1)], nw = 0, nr = 0;
     for (int j = g0; j < g1; j++) {
         const gpu_step *st = &x->steps[j];
         if (st->op == OP_CACHE_WRITE) {
             if (vp[st->out[0]] != vp[st->in[0]])
                 return 0;
-        } else if (!(h->fuse == FUSE_GLU && st->op == OP_MATMUL)) { /* GLU: products unwritten */
+        } else if (!(h->fuse == FUSE_GLU && st->op == OP_MATMUL) && !st->priv) {
+            /* GLU: products unwritten; ATTN_IN: private ones in scratch */
             for (int o = 0; o < op_defs[st->op].n_out; o++)
                 wr[nw++] = st->out[o];
         }
@@ -1250,6 +1398,45 @@ static int fuse_safe(const gpu_exe *x, const gpu_step *h, void *const *vp)
             if (overlap(vp, x->vbytes, wr[a], rd[b]))
                 return 0;
     return 1;
+}
+
+/* the ropes and cache writes of group [h->g0, h->g1) in one launch (other steps skipped) */
+static void run_rope_cache(gpu_be *be, const gpu_exe *x, const gpu_step *h, void *const *vp)
+{
+    const gpu_ten none = {NULL, GDT_F32};
+    gpu_rc_job jb[GPU_RC_JOBS];
+    int nj = 0, of[GPU_RC_JOBS]; /* the job of each rope step (by its output value) */
+    for (int m = h->g0; m < h->g1 && nj < GPU_RC_JOBS; m++) {
+        const gpu_step *st = &x->steps[m];
+        if (st->op != OP_ROPE && st->op != OP_CACHE_WRITE)
+            continue;
+        gpu_rc_job *r = NULL;
+        if (st->op == OP_CACHE_WRITE)
+            for (int q = 0; q < nj; q++)
+                if (of[q] == st->in[1])
+                    r = &jb[q];
+        if (st->op == OP_ROPE || !r) {
+            r = &jb[nj];
+            memset(r, 0, sizeof *r);
+            of[nj++] = st->op == OP_ROPE ? st->out[0] : -1;
+        }
+        if (st->op == OP_ROPE) {
+            *r = gpu_rc_job{tin(st, vp, 0), tout(st, vp, 0), tin(st, vp, 2), none,
+                            (const int32_t *)vp[st->in[1]], NULL, st->rows, st->nb, st->n, st->k, 0, st->node};
+        } else {
+            if (!r->inv_freq.p) { /* a copy job: rows of x */
+                r->x = tin(st, vp, 1);
+                r->T = st->nb;
+                r->nh = 1;
+                r->d = st->n;
+            }
+            r->cache = tout(st, vp, 0);
+            r->cpos = (const int32_t *)vp[st->in[2]];
+            r->S = st->rows;
+            r->node = st->node;
+        }
+    }
+    gpu_rope_cache(be->stream, jb, nj, be->err_dev);
 }
 
 /* the group of head h in one launch (fuse_safe said it may) */
@@ -1280,38 +1467,23 @@ static void run_fused(gpu_be *be, gpu_exe *x, const gpu_step *h, void *const *vp
         gpu_gemv_multi(s, tin(h, vp, 0), none, sg, h->n_part + 1, h->rows, h->k);
         break;
     }
-    case FUSE_ROPE_CACHE: {
-        gpu_rc_job jb[GPU_RC_JOBS];
-        int nj = 0, of[GPU_RC_JOBS]; /* the job of each rope step (by its output value) */
-        for (int j = 0; j <= h->n_part; j++) {
-            const gpu_step *st = j ? &x->steps[h->part[j - 1]] : h;
-            gpu_rc_job *r = NULL;
-            if (st->op == OP_CACHE_WRITE)
-                for (int q = 0; q < nj; q++)
-                    if (of[q] == st->in[1])
-                        r = &jb[q];
-            if (st->op == OP_ROPE || !r) {
-                r = &jb[nj];
-                memset(r, 0, sizeof *r);
-                of[nj++] = st->op == OP_ROPE ? st->out[0] : -1;
-            }
-            if (st->op == OP_ROPE) {
-                *r = gpu_rc_job{tin(st, vp, 0), tout(st, vp, 0), tin(st, vp, 2), none,
-                                (const int32_t *)vp[st->in[1]], NULL, st->rows, st->nb, st->n, st->k, 0, st->node};
-            } else {
-                if (!r->inv_freq.p) { /* a copy job: rows of x */
-                    r->x = tin(st, vp, 1);
-                    r->T = st->nb;
-                    r->nh = 1;
-                    r->d = st->n;
-                }
-                r->cache = tout(st, vp, 0);
-                r->cpos = (const int32_t *)vp[st->in[2]];
-                r->S = st->rows;
-                r->node = st->node;
-            }
+    case FUSE_ROPE_CACHE:
+        run_rope_cache(be, x, h, vp);
+        break;
+    case FUSE_ATTN_IN: { /* the products (private ones in scratch: vp2), then ropes and caches */
+        gpu_gemv_seg sg[GPU_GEMV_SEGS];
+        const gpu_step *first = NULL;
+        int ns = 0;
+        for (int m = h->g0; m < h->g1; m++) {
+            const gpu_step *st = &x->steps[m];
+            if (st->op != OP_MATMUL)
+                continue;
+            first = first ? first : st;
+            sg[ns++] = gpu_gemv_seg{tin(st, x->vp2, 1), st->n_in == 3 ? tin(st, x->vp2, 2) : none,
+                                    tout(st, x->vp2, 0), st->n};
         }
-        gpu_rope_cache(s, jb, nj, be->err_dev);
+        gpu_gemv_multi(s, tin(first, x->vp2, 0), none, sg, ns, first->rows, first->k);
+        run_rope_cache(be, x, h, x->vp2);
         break;
     }
     }
@@ -1465,6 +1637,13 @@ static int enqueue_all(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
     }
     gpu_prof *pf = be->prof;
     int count = pf && x->runs > 0;
+    if (x->vp2) { /* value pointers with the private scratch of FUSE_ATTN_IN groups */
+        memcpy(x->vp2, vp, (size_t)x->n_values * sizeof(void *));
+        for (int k = 0; k < x->n_ovr; k++)
+            x->vp2[x->ovr_v[k]] = x->fscratch + x->ovr_off[k];
+    }
+    for (uint32_t i = 0; i < x->n_steps; i++) /* before the loop: a head may be a group's last */
+        x->steps[i].fused_now = x->steps[i].fuse && fuse_safe(x, &x->steps[i], vp);
     for (uint32_t i = 0; i < x->n_steps; i++) {
         gpu_step *st = &x->steps[i];
         if (st->head >= 0 && x->steps[st->head].fused_now)
@@ -1472,7 +1651,6 @@ static int enqueue_all(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
         if (count)
             (void)gpuEventRecord(pf->e0, be->stream);
         int rc = 0;
-        st->fused_now = st->fuse && fuse_safe(x, st, vp);
         if (st->fused_now) {
             run_fused(be, x, st, vp);
             gpuError_t e = gpuGetLastError();
