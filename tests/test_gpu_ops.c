@@ -658,6 +658,7 @@ static void test_attention(gpu *g)
     attn_case(g, "attention T=1 pos=300 S=512 d=128", 1, 512, 8, 2, 128, 300, 1, 0, 0, 0);
     attn_case(g, "attention T=1 pos=0 d=64 window=4", 1, 16, 2, 2, 64, 0, 1, 4, 0, 0);
     attn_case(g, "attention T=37 pos=200 window=50 d=32", 37, 300, 4, 4, 32, 200, 1, 50, 0, 0);
+    attn_case(g, "attention d=512 not causal (VAE mid-block)", 40, 40, 1, 1, 512, -1, 0, 0, 0, 0);
 }
 
 static void test_layout(gpu *g)
@@ -894,6 +895,11 @@ static void test_half(gpu *g)
     attn_case_t(g, RLX_F32, 1, 2048, 32, 8, 64, 2000, 0, 0, 0);
     attn_case_t(g, RLX_BF16, 1, 300, 2, 1, 256, 5, 0, 0, 0);
     attn_case_t(g, RLX_BF16, 100, 256, 4, 2, 64, 50, 0, 0, 0);
+    /* prefill on tensor cores (k_attn_mma.cu): head dims 64/128/256, partial tiles */
+    attn_case_t(g, RLX_BF16, 300, 300, 8, 2, 128, 0, 0, 0, 0);
+    attn_case_t(g, RLX_F16, 70, 200, 4, 2, 256, 100, 64, 30.0, 1);
+    attn_case_t(g, RLX_BF16, 129, 129, 8, 2, 64, 0, 0, 0, 1);
+    attn_case_t(g, RLX_F16, 530, 600, 2, 1, 64, 60, 0, 0, 0);
     /* norms, rope, elementwise and data movement in 16 bits (weights and tables f32 or 16-bit) */
     int64_t R = 9, H = 320;
     for (int dt = RLX_F16; dt <= RLX_BF16; dt++) {
@@ -1072,6 +1078,346 @@ static void test_spatial(gpu *g)
     tfree(&gx), tfree(&gm), tfree(&bt), tfree(&gout), tfree(&ux), tfree(&uout);
 }
 
+/* ---------------------------------------------------------------- fused groups */
+
+/* one node of a multi-node program (value ids index the program's values) */
+typedef struct pnode {
+    const char *op;
+    int32_t in[5], out[2];
+    int n_in, n_out;
+    const rlx_attr *at;
+    int n_at;
+} pnode;
+
+/* Runs nodes over values t (kind[k]: RLX_VALUE_*; share[k] >= 0: value k is stored in value
+ * share[k]'s buffer, a cache written in place), twice as run_node does, and downloads every
+ * value that is not an input. The backend may run consecutive nodes as one launch. */
+static int run_prog(gpu *g, tens *t, const int *kind, const int *share, int nv, const pnode *nodes,
+                    int nn, rlx_diag *d)
+{
+    rlx_value_desc vals[16];
+    rlx_node_desc nd[8];
+    void *ptrs[16];
+    int rc;
+    memset(vals, 0, sizeof vals);
+    memset(d, 0, sizeof *d);
+    d->struct_size = sizeof *d;
+    for (int k = 0; k < nv; k++) {
+        vals[k].struct_size = sizeof vals[k];
+        vals[k].kind = kind[k];
+        vals[k].dtype = t[k].dtype;
+        vals[k].shape = t[k].shape;
+        vals[k].name = "v";
+    }
+    for (int i = 0; i < nn; i++)
+        nd[i] = (rlx_node_desc){sizeof nd[i], nodes[i].op, nodes[i].in, (uint32_t)nodes[i].n_in,
+                                nodes[i].out, (uint32_t)nodes[i].n_out, nodes[i].at,
+                                (uint32_t)nodes[i].n_at};
+    rlx_program prog = {sizeof prog, vals, (uint32_t)nv, nd, (uint32_t)nn, 0};
+    void *exe = NULL;
+    if ((rc = g->b->compile(g->be, &prog, &exe, d)) != 0)
+        return rc;
+    for (int k = 0; k < nv; k++) {
+        if (share[k] >= 0) {
+            ptrs[k] = ptrs[share[k]];
+            continue;
+        }
+        if (!(ptrs[k] = g->b->alloc(g->be, tbytes(&t[k]), d))) {
+            fprintf(stderr, "alloc failed: %s\n", d->msg);
+            exit(1);
+        }
+        if (kind[k] == RLX_VALUE_INPUT && (rc = g->b->upload(g->be, ptrs[k], tdata(&t[k]), tbytes(&t[k]), d)))
+            break;
+    }
+    for (int rep = 0; rep < 2 && !rc; rep++) {
+        for (int k = 0; k < nv && !rc; k++) {
+            if (kind[k] == RLX_VALUE_INPUT || share[k] >= 0)
+                continue;
+            void *poison = malloc(tbytes(&t[k]) + 4);
+            memset(poison, 0xff, tbytes(&t[k]) + 4);
+            rc = g->b->upload(g->be, ptrs[k], poison, tbytes(&t[k]), d);
+            free(poison);
+        }
+        if (!rc)
+            rc = g->b->execute(g->be, exe, ptrs, d);
+        if (!rc)
+            rc = g->b->sync(g->be, d);
+    }
+    for (int k = 0; k < nv && !rc; k++) {
+        if (kind[k] == RLX_VALUE_INPUT)
+            continue;
+        rc = g->b->download(g->be, tdata(&t[k]), ptrs[k], tbytes(&t[k]), d);
+        for (int64_t e = 0; !rc && is_half(t[k].dtype) && e < tnumel(&t[k]); e++)
+            t[k].f[e] = half_val(t[k].dtype, t[k].h[e]);
+    }
+    for (int k = 0; k < nv; k++)
+        if (share[k] < 0)
+            g->b->free(g->be, ptrs[k]);
+    g->b->release(g->be, exe);
+    return rc;
+}
+
+/* rounds v to dt as the device stores it */
+static double as_dt(int dt, double v)
+{
+    return dt == RLX_BF16 ? bf2f(f2bf((float)v)) : dt == RLX_F16 ? h2f(f2h((float)v)) : (float)v;
+}
+
+/* add then rms_norm (one launch: the sum and its norm) */
+static void fused_add_norm(gpu *g, int dt)
+{
+    const int64_t R = 3, H = 320;
+    tens t[5] = {rand_t(dt, 2, R, H, 0, 1), rand_t(dt, 2, R, H, 0, 1), rand_f(1, H, 0, 0, 1),
+                 mk(dt, 2, R, H, 0), mk(dt, 2, R, H, 0)};
+    const int kind[5] = {RLX_VALUE_INPUT, RLX_VALUE_INPUT, RLX_VALUE_INPUT, RLX_VALUE_OUTPUT,
+                         RLX_VALUE_OUTPUT};
+    const int share[5] = {-1, -1, -1, -1, -1};
+    rlx_attr at = RLX_ATTR_F("eps", 1e-5);
+    pnode nodes[2] = {{"rlx.add", {0, 1}, {3}, 2, 1, NULL, 0}, {"rlx.rms_norm", {3, 2}, {4}, 2, 1, &at, 1}};
+    double *rs = dalloc(R * H), *ry = dalloc(R * H);
+    for (int64_t r = 0; r < R; r++) {
+        double ss = 0;
+        for (int64_t h = 0; h < H; h++) { /* the norm reads the sum as stored */
+            rs[r * H + h] = as_dt(dt, (double)t[0].f[r * H + h] + t[1].f[r * H + h]);
+            ss += rs[r * H + h] * rs[r * H + h];
+        }
+        double inv = 1 / sqrt(ss / (double)H + 1e-5);
+        for (int64_t h = 0; h < H; h++)
+            ry[r * H + h] = rs[r * H + h] * inv * t[2].f[h];
+    }
+    rlx_diag d;
+    char what[64];
+    snprintf(what, sizeof what, "fused add + rms_norm %s", dtn(dt));
+    if (run_prog(g, t, kind, share, 5, nodes, 2, &d))
+        fail_msg(g, what, d.msg);
+    else
+        report(g, what, fmax(rel_l2(&t[3], rs), rel_l2(&t[4], ry)), tol_of(dt));
+    for (int k = 0; k < 5; k++)
+        tfree(&t[k]);
+    free(rs);
+    free(ry);
+}
+
+/* decode gate/up products then swiglu (one GEMV with the SwiGLU epilogue) */
+static void fused_glu(gpu *g, int64_t M, int wdt)
+{
+    const int64_t K = 256, N = 72;
+    tens t[6] = {rand_f(2, M, K, 0, 1), rand_t(wdt, 2, N, K, 0, 1), rand_t(wdt, 2, N, K, 0, 1),
+                 mk(RLX_F32, 2, M, N, 0), mk(RLX_F32, 2, M, N, 0), mk(wdt, 2, M, N, 0)};
+    const int kind[6] = {RLX_VALUE_INPUT, RLX_VALUE_INPUT, RLX_VALUE_INPUT, RLX_VALUE_TEMP,
+                         RLX_VALUE_TEMP, RLX_VALUE_OUTPUT};
+    const int share[6] = {-1, -1, -1, -1, -1, -1};
+    /* up first, gate second: the epilogue takes the gate from swiglu's first input */
+    pnode nodes[3] = {{"rlx.matmul", {0, 2}, {4}, 2, 1, NULL, 0},
+                      {"rlx.matmul", {0, 1}, {3}, 2, 1, NULL, 0},
+                      {"rlx.swiglu", {3, 4}, {5}, 2, 1, NULL, 0}};
+    double *r = dalloc(M * N), *u = dalloc(M * N);
+    ref_matmul(t[0].f, t[1].f, NULL, r, M, N, K, 1);
+    ref_matmul(t[0].f, t[2].f, NULL, u, M, N, K, 1);
+    for (int64_t k = 0; k < M * N; k++)
+        r[k] = silu_d(r[k]) * u[k];
+    rlx_diag d;
+    char what[64];
+    snprintf(what, sizeof what, "fused gate/up + swiglu M=%lld %s", (long long)M, dtn(wdt));
+    if (run_prog(g, t, kind, share, 6, nodes, 3, &d))
+        fail_msg(g, what, d.msg);
+    else
+        report(g, what, rel_l2(&t[5], r), tol_of(wdt));
+    for (int k = 0; k < 6; k++)
+        tfree(&t[k]);
+    free(r);
+    free(u);
+}
+
+/* three decode products of one x, of different widths, one with a bias (one launch) */
+static void fused_gemvs(gpu *g, int64_t M, int wdt)
+{
+    const int64_t K = 192, N[3] = {64, 40, 24};
+    tens t[8] = {rand_f(2, M, K, 0, 1), rand_t(wdt, 2, N[0], K, 0, 1), rand_t(wdt, 2, N[1], K, 0, 1),
+                 rand_f(1, N[1], 0, 0, 1), rand_t(wdt, 2, N[2], K, 0, 1), mk(RLX_F32, 2, M, N[0], 0),
+                 mk(wdt, 2, M, N[1], 0), mk(RLX_F32, 2, M, N[2], 0)};
+    const int kind[8] = {RLX_VALUE_INPUT, RLX_VALUE_INPUT, RLX_VALUE_INPUT, RLX_VALUE_INPUT,
+                         RLX_VALUE_INPUT, RLX_VALUE_OUTPUT, RLX_VALUE_OUTPUT, RLX_VALUE_OUTPUT};
+    const int share[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+    pnode nodes[3] = {{"rlx.matmul", {0, 1}, {5}, 2, 1, NULL, 0},
+                      {"rlx.matmul", {0, 2, 3}, {6}, 3, 1, NULL, 0},
+                      {"rlx.matmul", {0, 4}, {7}, 2, 1, NULL, 0}};
+    double *r[3] = {dalloc(M * N[0]), dalloc(M * N[1]), dalloc(M * N[2])};
+    ref_matmul(t[0].f, t[1].f, NULL, r[0], M, N[0], K, 1);
+    ref_matmul(t[0].f, t[2].f, t[3].f, r[1], M, N[1], K, 1);
+    ref_matmul(t[0].f, t[4].f, NULL, r[2], M, N[2], K, 1);
+    rlx_diag d;
+    char what[64];
+    snprintf(what, sizeof what, "fused gemvs 64+40(+bias)+24 M=%lld %s", (long long)M, dtn(wdt));
+    if (run_prog(g, t, kind, share, 8, nodes, 3, &d))
+        fail_msg(g, what, d.msg);
+    else
+        report(g, what, fmax(fmax(rel_l2(&t[5], r[0]), rel_l2(&t[6], r[1])), rel_l2(&t[7], r[2])),
+               tol_of(wdt));
+    for (int k = 0; k < 8; k++)
+        tfree(&t[k]);
+    for (int k = 0; k < 3; k++)
+        free(r[k]);
+}
+
+static void ref_rope_row(const float *x, const float *inv, int64_t d, int32_t p, double *y)
+{
+    for (int64_t i = 0; i < d / 2; i++) {
+        double th = (double)p * inv[i];
+        y[i] = x[i] * cos(th) - x[i + d / 2] * sin(th);
+        y[i + d / 2] = x[i + d / 2] * cos(th) + x[i] * sin(th);
+    }
+}
+
+/* rope q, rope k, write k and v into their caches in place (one launch); at = S: the cache
+ * write must fail with the rows it names */
+static void fused_rope_cache(gpu *g, int dt, int32_t at)
+{
+    const int64_t T = 1, nh = 4, nkv = 2, d = 32, S = 16;
+    enum { Q, K, V, POS, INV, KC, VC, QR, KR, KO, VO, NV };
+    tens t[NV] = {rand_t(dt, 3, T, nh, d, 1), rand_t(dt, 3, T, nkv, d, 1), rand_t(dt, 3, T, nkv, d, 1),
+                  mk(RLX_I32, 1, T, 0, 0), mk(RLX_F32, 1, d / 2, 0, 0), rand_t(dt, 3, S, nkv, d, 1),
+                  rand_t(dt, 3, S, nkv, d, 1), mk(dt, 3, T, nh, d), mk(dt, 3, T, nkv, d),
+                  mk(dt, 3, S, nkv, d), mk(dt, 3, S, nkv, d)};
+    int kind[NV], share[NV];
+    for (int k = 0; k < NV; k++) {
+        kind[k] = k < QR ? RLX_VALUE_INPUT : k == KR ? RLX_VALUE_TEMP : RLX_VALUE_OUTPUT;
+        share[k] = k == KO ? KC : k == VO ? VC : -1;
+    }
+    t[POS].i[0] = at;
+    for (int64_t i = 0; i < d / 2; i++)
+        t[INV].f[i] = (float)pow(10000.0, -2.0 * (double)i / (double)d);
+    pnode nodes[4] = {{"rlx.rope", {Q, POS, INV}, {QR}, 3, 1, NULL, 0},
+                      {"rlx.rope", {K, POS, INV}, {KR}, 3, 1, NULL, 0},
+                      {"rlx.cache_write", {KC, KR, POS}, {KO}, 3, 1, NULL, 0},
+                      {"rlx.cache_write", {VC, V, POS}, {VO}, 3, 1, NULL, 0}};
+    double *rq = dalloc(nh * d), *rk = dalloc(S * nkv * d), *rv = dalloc(S * nkv * d);
+    for (int64_t h = 0; h < nh; h++)
+        ref_rope_row(t[Q].f + h * d, t[INV].f, d, at, rq + h * d);
+    for (int64_t e = 0; e < S * nkv * d; e++) {
+        rk[e] = t[KC].f[e];
+        rv[e] = t[VC].f[e];
+    }
+    if (at >= 0 && at < S)
+        for (int64_t h = 0; h < nkv; h++) {
+            ref_rope_row(t[K].f + h * d, t[INV].f, d, at, rk + (at * nkv + h) * d);
+            for (int64_t j = 0; j < d; j++) {
+                rk[(at * nkv + h) * d + j] = as_dt(dt, rk[(at * nkv + h) * d + j]);
+                rv[(at * nkv + h) * d + j] = t[V].f[h * d + j];
+            }
+        }
+    rlx_diag d_;
+    char what[80];
+    snprintf(what, sizeof what, "fused rope q,k + cache_write k,v %s%s", dtn(dt), at >= S ? " past the end" : "");
+    int rc = run_prog(g, t, kind, share, NV, nodes, 4, &d_);
+    if (at >= S) {
+        char want[96];
+        snprintf(want, sizeof want, "rlx.cache_write (node 2): rows %d..%d are outside the cache's %d rows",
+                 at, at, (int)S);
+        checks++;
+        if (rc && strstr(d_.msg, want)) {
+            printf("%-6s %-44s error ok: %s\n", g->label, what, d_.msg);
+        } else {
+            failures++;
+            printf("%-6s %-44s FAIL: rc %d, message '%s' lacks '%s'\n", g->label, what, rc, d_.msg, want);
+        }
+    } else if (rc) {
+        fail_msg(g, what, d_.msg);
+    } else {
+        report(g, what, fmax(rel_l2(&t[QR], rq), fmax(rel_l2(&t[KO], rk), rel_l2(&t[VO], rv))), tol_of(dt));
+    }
+    for (int k = 0; k < NV; k++)
+        tfree(&t[k]);
+    free(rq);
+    free(rk);
+    free(rv);
+}
+
+/* The decode schedule's order: q, rope q, k, rope k, v, cache writes (the last two fuse).
+ * clobber: k's product is stored where q's was (dead after rope q, as the arena plans it):
+ * a backend that ran k's product before q's rope would overwrite q. */
+static void fused_decode_attn_inputs(gpu *g, int dt, int clobber)
+{
+    const int64_t K = 64, nh = 4, nkv = 2, d = 16, S = 8;
+    const int32_t at = 3;
+    enum { X, WQ, WK, WV, POS, INV, KC, VC, QM, QR, KM, KR, VM, KO, VO, NV };
+    tens t[NV] = {rand_t(dt, 2, 1, K, 0, 1), rand_t(dt, 2, nh * d, K, 0, 0.5),
+                  rand_t(dt, 2, nkv * d, K, 0, 0.5), rand_t(dt, 2, nkv * d, K, 0, 0.5),
+                  mk(RLX_I32, 1, 1, 0, 0), mk(RLX_F32, 1, d / 2, 0, 0), rand_t(dt, 3, S, nkv, d, 1),
+                  rand_t(dt, 3, S, nkv, d, 1), mk(dt, 3, 1, nh, d), mk(dt, 3, 1, nh, d),
+                  mk(dt, 3, 1, nkv, d), mk(dt, 3, 1, nkv, d), mk(dt, 3, 1, nkv, d),
+                  mk(dt, 3, S, nkv, d), mk(dt, 3, S, nkv, d)};
+    int kind[NV], share[NV];
+    for (int k = 0; k < NV; k++) {
+        kind[k] = k < QM ? RLX_VALUE_INPUT : k == QR || k == KO || k == VO ? RLX_VALUE_OUTPUT : RLX_VALUE_TEMP;
+        share[k] = k == KO ? KC : k == VO ? VC : k == KM && clobber ? QM : -1;
+    }
+    t[POS].i[0] = at;
+    for (int64_t i = 0; i < d / 2; i++)
+        t[INV].f[i] = (float)pow(10000.0, -2.0 * (double)i / (double)d);
+    pnode nodes[7] = {{"rlx.matmul", {X, WQ}, {QM}, 2, 1, NULL, 0},
+                      {"rlx.rope", {QM, POS, INV}, {QR}, 3, 1, NULL, 0},
+                      {"rlx.matmul", {X, WK}, {KM}, 2, 1, NULL, 0},
+                      {"rlx.rope", {KM, POS, INV}, {KR}, 3, 1, NULL, 0},
+                      {"rlx.matmul", {X, WV}, {VM}, 2, 1, NULL, 0},
+                      {"rlx.cache_write", {KC, KR, POS}, {KO}, 3, 1, NULL, 0},
+                      {"rlx.cache_write", {VC, VM, POS}, {VO}, 3, 1, NULL, 0}};
+    double *q = dalloc(nh * d), *k = dalloc(nkv * d), *v = dalloc(nkv * d);
+    double *rq = dalloc(nh * d), *rk = dalloc(S * nkv * d), *rv = dalloc(S * nkv * d);
+    float *qf = calloc((size_t)(nh * d), sizeof(float)), *kf = calloc((size_t)(nkv * d), sizeof(float));
+    ref_matmul(t[X].f, t[WQ].f, NULL, q, 1, nh * d, K, 1);
+    ref_matmul(t[X].f, t[WK].f, NULL, k, 1, nkv * d, K, 1);
+    ref_matmul(t[X].f, t[WV].f, NULL, v, 1, nkv * d, K, 1);
+    for (int64_t e = 0; e < nh * d; e++) /* the products are stored in dt before the ropes */
+        qf[e] = (float)as_dt(dt, q[e]);
+    for (int64_t e = 0; e < nkv * d; e++)
+        kf[e] = (float)as_dt(dt, k[e]);
+    for (int64_t h = 0; h < nh; h++)
+        ref_rope_row(qf + h * d, t[INV].f, d, at, rq + h * d);
+    for (int64_t e = 0; e < S * nkv * d; e++) {
+        rk[e] = t[KC].f[e];
+        rv[e] = t[VC].f[e];
+    }
+    for (int64_t h = 0; h < nkv; h++)
+        ref_rope_row(kf + h * d, t[INV].f, d, at, rk + (at * nkv + h) * d);
+    for (int64_t e = 0; e < nkv * d; e++) {
+        rk[at * nkv * d + e] = as_dt(dt, rk[at * nkv * d + e]);
+        rv[at * nkv * d + e] = as_dt(dt, v[e]);
+    }
+    rlx_diag d_;
+    char what[80];
+    snprintf(what, sizeof what, "decode q,rope,k,rope,v,cache writes %s%s", dtn(dt),
+             clobber ? " (k over q)" : "");
+    if (run_prog(g, t, kind, share, NV, nodes, 7, &d_))
+        fail_msg(g, what, d_.msg);
+    else
+        report(g, what, fmax(rel_l2(&t[QR], rq), fmax(rel_l2(&t[KO], rk), rel_l2(&t[VO], rv))), tol_of(dt));
+    for (int e = 0; e < NV; e++)
+        tfree(&t[e]);
+    free(q);
+    free(k);
+    free(v);
+    free(rq);
+    free(rk);
+    free(rv);
+    free(qf);
+    free(kf);
+}
+
+static void test_fused(gpu *g)
+{
+    for (int k = 0; k < 3; k++) {
+        int dt = k == 0 ? RLX_F32 : k == 1 ? RLX_BF16 : RLX_F16;
+        fused_add_norm(g, dt);
+        fused_glu(g, k == 2 ? 5 : 1, dt);
+        fused_gemvs(g, k == 1 ? 1 : 3, dt);
+        fused_rope_cache(g, dt, 5);
+    }
+    fused_rope_cache(g, RLX_BF16, 16);
+    for (int c = 0; c < 4; c++)
+        fused_decode_attn_inputs(g, c < 2 ? RLX_BF16 : RLX_F32, c % 2);
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -1181,16 +1527,18 @@ static void bench(gpu *g)
         for (int j = 0; j < 5; j++)
             tfree(&all[j]);
     }
-    int T = 2048, nh = 32, d = 128;
-    for (int nkv = 32; nkv >= 8; nkv -= 24) {
-        tens q = rand_f(3, T, nh, d, 1), k = rand_f(3, T, nkv, d, 1), v = rand_f(3, T, nkv, d, 1),
-             o = mk(RLX_F32, 3, T, nh, d);
+    /* f32 (SIMT kernel) and bf16 (tensor cores); the last: the 1B shape's prefill-512 */
+    for (int c = 0; c < 5; c++) {
+        int T = c < 4 ? 2048 : 512, nh = 32, d = c < 4 ? 128 : 64, nkv = c % 2 ? 8 : 32;
+        int dt = c < 2 ? RLX_F32 : RLX_BF16;
+        tens q = rand_t(dt, 3, T, nh, d, 1), k = rand_t(dt, 3, T, nkv, d, 1), v = rand_t(dt, 3, T, nkv, d, 1),
+             o = mk(dt, 3, T, nh, d);
         tens ai[3] = {q, k, v};
         rlx_attr at[2] = {RLX_ATTR_F("scale", 1.0 / sqrt(d)), RLX_ATTR_I("causal", 1)};
         t = time_node(g, "rlx.attention", ai, 3, &o, at, 2, 20);
         double fl = 4.0 * nh * d * ((double)T * (T + 1) / 2); /* causal: QK and PV */
-        printf("BENCH %-6s attention T=2048 nh=32 nkv=%d d=128 causal: %.3f ms, %.0f GFLOP/s\n",
-               g->label, nkv, t * 1e3, fl / t * 1e-9);
+        printf("BENCH %-6s attention %s T=%d nh=32 nkv=%d d=%d causal: %.3f ms, %.0f GFLOP/s\n",
+               g->label, dtn(dt), T, nkv, d, t * 1e3, fl / t * 1e-9);
         tfree(&q);
         tfree(&k);
         tfree(&v);
@@ -1262,6 +1610,7 @@ static int run_plugin(const char *path, rlx_host_api *host)
                 test_layout(&g);
                 test_bmm_maps(&g);
                 test_half(&g);
+                test_fused(&g);
             } else {
                 test_matmul(&g);
                 if (pass == 0) {
@@ -1273,6 +1622,7 @@ static int run_plugin(const char *path, rlx_host_api *host)
                 }
                 test_attention(&g);
                 test_half(&g);
+                test_fused(&g);
                 if (getenv("RLX_GPU_BENCH") && strcmp(getenv("RLX_GPU_BENCH"), "1") == 0)
                     bench(&g);
             }

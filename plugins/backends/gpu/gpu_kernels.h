@@ -52,6 +52,23 @@ void gpu_embedding(gpuStream_t s, gpu_ten table, const int32_t *ids, gpu_ten y, 
 void gpu_cache_write(gpuStream_t s, void *cache, const void *x, const int32_t *pos, int64_t S,
                      int64_t T, int64_t row_elems, int esize, int *err, int node);
 
+/* rope and cache writes of one attention step in one launch (gpu_rope_cache): a rope job
+ * (inv_freq.p set) rotates x [T,nh,d] by rpos[t] into y (y.p may be NULL) and, with a
+ * cache, writes the same values to rows cpos[0].. of cache [S, nh*d]; a copy job only writes
+ * x to the cache. Float dtypes; the cache in y's dtype. Bad rows: GPU_ERR_CACHE_ROWS for node. */
+#define GPU_RC_JOBS 4
+typedef struct gpu_rc_job {
+    gpu_ten x, y, inv_freq, cache;
+    const int32_t *rpos, *cpos;
+    int64_t T, nh, d, rot, S;
+    int node;
+} gpu_rc_job;
+typedef struct gpu_rc_jobs {
+    gpu_rc_job j[GPU_RC_JOBS];
+    int n;
+} gpu_rc_jobs;
+void gpu_rope_cache(gpuStream_t s, const gpu_rc_job *jobs, int n, int *err);
+
 #define GPU_MAX_DIMS 6
 typedef struct gpu_perm {
     int ndim;
@@ -89,11 +106,14 @@ typedef struct gpu_attn {
     int nsplit;
     float *part;
 } gpu_attn;
-#define GPU_ATTN_MAX_D 256
+#define GPU_ATTN_MAX_D 512
 /* decode rows (T <= GPU_ATTN_DECODE_T) split the keys over nsplit blocks per head */
 #define GPU_ATTN_DECODE_T 8
 void gpu_attention(gpuStream_t s, const gpu_attn *a);
 void gpu_attn_decode(gpuStream_t s, const gpu_attn *a); /* gpu_attention's decode path */
+/* gpu_attention's tensor-core path (k_attn_mma.cu): 16-bit q/k/v of one dtype, d 64/128/256 */
+int gpu_attn_mma_ok(const gpu_attn *a);
+void gpu_attn_mma(gpuStream_t s, const gpu_attn *a);
 /* splits for a decode attention of T rows over up to S keys; floats of scratch it needs */
 int gpu_attn_splits(int T, int S, int nh, int d, int sms);
 int64_t gpu_attn_part_floats(int T, int nh, int d, int nsplit);
@@ -113,6 +133,15 @@ static inline void gpu_gemm(gpuStream_t s, int b_nk, const float *a, const float
 #define GPU_GEMV_MAX_M 16
 void gpu_gemv(gpuStream_t s, gpu_ten x, gpu_ten w, gpu_ten wu, gpu_ten bias, gpu_ten y, int64_t M,
               int64_t N, int64_t K);
+/* one launch for up to GPU_GEMV_SEGS products of the same x (weights in one dtype, each
+ * [N_i,K] with its own bias and output): q/k/v projections in decode; wu only with one */
+#define GPU_GEMV_SEGS 3
+typedef struct gpu_gemv_seg {
+    gpu_ten w, bias, y;
+    int64_t N;
+} gpu_gemv_seg;
+void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *seg, int nseg,
+                    int64_t M, int64_t K);
 
 /* k_bmm.cu: c[z] = a[z]·b[z]ᵀ (tb, b [B,N,K]) or a[z]·b[z] (b [B,K,N]) for z < B;
  * y = relu / sin / cos of x */

@@ -1,12 +1,11 @@
-/* Flash-style attention: a block holds BQ query rows of one head and streams the keys in
+/* Flash-style attention in f32 arithmetic (16-bit inputs of head dim 64/128/256 go to the
+ * tensor-core kernel, k_attn_mma.cu): a block holds BQ query rows of one head and streams the keys in
  * blocks of BK, keeping a running max and sum per row (online softmax), so no T×S matrix
  * exists. TPR = 128/BQ consecutive threads share a row: each scores BK/TPR keys and owns
  * DP/TPR output dims. DP is the head dim rounded up (zero padded). */
 #include "gpu_dtype.h"
 
-#define ATTN_THREADS 128
-
-template <int DP, int BQ, int BK>
+template <int DP, int BQ, int BK, int ATTN_THREADS>
 __global__ __launch_bounds__(ATTN_THREADS) static void k_attention(gpu_attn a)
 {
     constexpr int TPR = ATTN_THREADS / BQ, NJ = BK / TPR, ND = DP / TPR;
@@ -118,10 +117,11 @@ __global__ __launch_bounds__(ATTN_THREADS) static void k_attention(gpu_attn a)
     }
 }
 
-template <int DP, int BQ, int BK> static void launch(gpuStream_t s, const gpu_attn *a)
+/* NT threads a block; shared memory (BQ + 2 BK) × DP floats stays under 48 KB */
+template <int DP, int BQ, int BK, int NT = 128> static void launch(gpuStream_t s, const gpu_attn *a)
 {
     dim3 grid((unsigned)((a->T + BQ - 1) / BQ), (unsigned)a->nh);
-    RLX_LAUNCH((k_attention<DP, BQ, BK>), grid, ATTN_THREADS, 0, s)(*a);
+    RLX_LAUNCH((k_attention<DP, BQ, BK, NT>), grid, NT, 0, s)(*a);
 }
 
 void gpu_attention(gpuStream_t s, const gpu_attn *a)
@@ -132,10 +132,16 @@ void gpu_attention(gpuStream_t s, const gpu_attn *a)
         gpu_attn_decode(s, a);
         return;
     }
+    if (gpu_attn_mma_ok(a)) {
+        gpu_attn_mma(s, a);
+        return;
+    }
     if (a->d <= 64)
         launch<64, 64, 32>(s, a);
     else if (a->d <= 128)
         launch<128, 32, 16>(s, a);
-    else
+    else if (a->d <= 256)
         launch<256, 16, 8>(s, a);
+    else
+        launch<512, 4, 8, 32>(s, a);
 }

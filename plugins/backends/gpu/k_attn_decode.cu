@@ -16,7 +16,7 @@ static int dp_of(int d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256; }
 int gpu_attn_splits(int T, int S, int nh, int d, int sms)
 {
     /* a lane's dims are loaded as pairs: the head dim must split evenly over the lanes */
-    if (T > GPU_ATTN_DECODE_T || S <= 0 || d % (dp_of(d) / 32) != 0)
+    if (T > GPU_ATTN_DECODE_T || S <= 0 || d > 256 || d % (dp_of(d) / 32) != 0)
         return 0;
     int n = (S + AD_KEYS_PER_SPLIT - 1) / AD_KEYS_PER_SPLIT;
     int want = (4 * sms + nh * T - 1) / (nh * T); /* about four blocks per SM at full length */

@@ -5,6 +5,8 @@
  * epilogue applied. 4 warps a block, N/4 blocks: every SM gets work for N >= 528. */
 #include "gpu_dtype.h"
 
+#include <string.h>
+
 #define GV_WARPS 4
 #define GV_U 4
 
@@ -69,17 +71,34 @@ __device__ __forceinline__ void x8_load(const gpu_ten &x, int64_t i, float *f)
 
 __device__ __forceinline__ float gv_silu(float x) { return x / (1.0f + expf(-x)); }
 
+/* up to GPU_GEMV_SEGS weights over one x: the columns of segment i are [end[i-1], end[i]) */
+typedef struct gv_segs {
+    const void *w[GPU_GEMV_SEGS];
+    gpu_ten bias[GPU_GEMV_SEGS], y[GPU_GEMV_SEGS];
+    int64_t end[GPU_GEMV_SEGS];
+    int n;
+} gv_segs;
+
 /* VEC: K % 8 == 0 and every row 16-byte aligned; else one element per lane per step */
 template <int WD, int MB, bool GLU, bool VEC>
-__global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, const void *__restrict__ w,
-                                                              const void *__restrict__ wu,
-                                                              gpu_ten bias, gpu_ten y, int M,
-                                                              int64_t N, int64_t K)
+__global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_segs sg,
+                                                              const void *__restrict__ wu, int M,
+                                                              int64_t K)
 {
     const int lane = threadIdx.x & 31;
-    const int64_t n = (int64_t)blockIdx.x * GV_WARPS + (threadIdx.x >> 5);
-    if (n >= N)
+    int64_t n = (int64_t)blockIdx.x * GV_WARPS + (threadIdx.x >> 5);
+    if (n >= sg.end[sg.n - 1])
         return;
+    int si = 0;
+#pragma unroll
+    for (int i = 1; i < GPU_GEMV_SEGS; i++)
+        if (i < sg.n && n >= sg.end[i - 1])
+            si = i;
+    const int64_t N = si ? sg.end[si] - sg.end[si - 1] : sg.end[0];
+    if (si)
+        n -= sg.end[si - 1];
+    const void *__restrict__ w = sg.w[si];
+    const gpu_ten bias = sg.bias[si], y = sg.y[si];
     float acc[MB], accu[GLU ? MB : 1];
 #pragma unroll
     for (int m = 0; m < MB; m++) {
@@ -159,49 +178,67 @@ __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, const 
 }
 
 template <int WD, int MB, bool GLU>
-static void launch_mb(gpuStream_t s, bool vec, gpu_ten x, gpu_ten w, gpu_ten wu, gpu_ten bias,
-                      gpu_ten y, int64_t M, int64_t N, int64_t K)
+static void launch_mb(gpuStream_t s, bool vec, gpu_ten x, const gv_segs &sg, const void *wu,
+                      int64_t M, int64_t K)
 {
-    unsigned grid = (unsigned)((N + GV_WARPS - 1) / GV_WARPS);
+    unsigned grid = (unsigned)((sg.end[sg.n - 1] + GV_WARPS - 1) / GV_WARPS);
     if (vec)
-        RLX_LAUNCH((k_gemv<WD, MB, GLU, true>), grid, GV_WARPS * 32, 0, s)(x, w.p, wu.p, bias, y,
-                                                                         (int)M, N, K);
+        RLX_LAUNCH((k_gemv<WD, MB, GLU, true>), grid, GV_WARPS * 32, 0, s)(x, sg, wu, (int)M, K);
     else
-        RLX_LAUNCH((k_gemv<WD, MB, GLU, false>), grid, GV_WARPS * 32, 0, s)(x, w.p, wu.p, bias, y,
-                                                                          (int)M, N, K);
+        RLX_LAUNCH((k_gemv<WD, MB, GLU, false>), grid, GV_WARPS * 32, 0, s)(x, sg, wu, (int)M, K);
 }
 
 template <int WD, bool GLU>
-static void launch_w(gpuStream_t s, bool vec, gpu_ten x, gpu_ten w, gpu_ten wu, gpu_ten bias,
-                     gpu_ten y, int64_t M, int64_t N, int64_t K)
+static void launch_w(gpuStream_t s, bool vec, gpu_ten x, const gv_segs &sg, const void *wu,
+                     int64_t M, int64_t K)
 {
     if (M <= 1)
-        launch_mb<WD, 1, GLU>(s, vec, x, w, wu, bias, y, M, N, K);
+        launch_mb<WD, 1, GLU>(s, vec, x, sg, wu, M, K);
     else if (M <= 4)
-        launch_mb<WD, 4, GLU>(s, vec, x, w, wu, bias, y, M, N, K);
+        launch_mb<WD, 4, GLU>(s, vec, x, sg, wu, M, K);
     else
-        launch_mb<WD, GPU_GEMV_MAX_M, GLU>(s, vec, x, w, wu, bias, y, M, N, K);
+        launch_mb<WD, GPU_GEMV_MAX_M, GLU>(s, vec, x, sg, wu, M, K);
 }
 
 template <bool GLU>
-static void launch_glu(gpuStream_t s, bool vec, gpu_ten x, gpu_ten w, gpu_ten wu, gpu_ten bias,
-                       gpu_ten y, int64_t M, int64_t N, int64_t K)
+static void launch_glu(gpuStream_t s, bool vec, int wdt, gpu_ten x, const gv_segs &sg,
+                       const void *wu, int64_t M, int64_t K)
 {
-    if (w.dt == GDT_BF16)
-        launch_w<GDT_BF16, GLU>(s, vec, x, w, wu, bias, y, M, N, K);
-    else if (w.dt == GDT_F16)
-        launch_w<GDT_F16, GLU>(s, vec, x, w, wu, bias, y, M, N, K);
+    if (wdt == GDT_BF16)
+        launch_w<GDT_BF16, GLU>(s, vec, x, sg, wu, M, K);
+    else if (wdt == GDT_F16)
+        launch_w<GDT_F16, GLU>(s, vec, x, sg, wu, M, K);
     else
-        launch_w<GDT_F32, GLU>(s, vec, x, w, wu, bias, y, M, N, K);
+        launch_w<GDT_F32, GLU>(s, vec, x, sg, wu, M, K);
+}
+
+void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *seg, int nseg,
+                    int64_t M, int64_t K)
+{
+    gv_segs sg;
+    memset(&sg, 0, sizeof sg);
+    uintptr_t al = (uintptr_t)x.p | (uintptr_t)wu.p;
+    int64_t end = 0;
+    sg.n = nseg < 1 ? 1 : nseg > GPU_GEMV_SEGS ? GPU_GEMV_SEGS : nseg;
+    for (int i = 0; i < sg.n; i++) {
+        sg.w[i] = seg[i].w.p;
+        sg.bias[i] = seg[i].bias;
+        sg.y[i] = seg[i].y;
+        sg.end[i] = end += seg[i].N;
+        al |= (uintptr_t)seg[i].w.p;
+    }
+    if (end <= 0)
+        return;
+    bool vec = K % 8 == 0 && al % 16 == 0;
+    if (wu.p)
+        launch_glu<true>(s, vec, seg[0].w.dt, x, sg, wu.p, M, K);
+    else
+        launch_glu<false>(s, vec, seg[0].w.dt, x, sg, wu.p, M, K);
 }
 
 void gpu_gemv(gpuStream_t s, gpu_ten x, gpu_ten w, gpu_ten wu, gpu_ten bias, gpu_ten y, int64_t M,
               int64_t N, int64_t K)
 {
-    uintptr_t al = (uintptr_t)x.p | (uintptr_t)w.p | (uintptr_t)(wu.p ? wu.p : w.p);
-    bool vec = K % 8 == 0 && al % 16 == 0;
-    if (wu.p)
-        launch_glu<true>(s, vec, x, w, wu, bias, y, M, N, K);
-    else
-        launch_glu<false>(s, vec, x, w, wu, bias, y, M, N, K);
+    gpu_gemv_seg sg = {w, bias, y, N};
+    gpu_gemv_multi(s, x, wu, &sg, 1, M, K);
 }

@@ -2,6 +2,8 @@
  * operands in any of f32/f16/bf16 (gpu_dtype.h), layout ops on 2- or 4-byte elements. */
 #include "gpu_dtype.h"
 
+#include <string.h>
+
 #define PW_THREADS 256
 
 static unsigned pw_blocks(int64_t n)
@@ -152,6 +154,64 @@ void gpu_cache_write(gpuStream_t s, void *cache, const void *x, const int32_t *p
     else
         RLX_LAUNCH(k_cache_write<uint32_t>, pw_blocks(T * row_elems), PW_THREADS, 0, s)(
             (uint32_t *)cache, (const uint32_t *)x, pos, S, T, row_elems, err, node);
+}
+
+/* Rope and cache writes of one attention step in one launch (blockIdx.y picks the job):
+ * a rope job rotates x into y (as k_rope) and, with a cache, stores the same values in rows
+ * cpos[0].. of the cache; a copy job (no inv_freq) only writes x into the cache. */
+__global__ static void k_rope_cache(gpu_rc_jobs jb, int *err)
+{
+    const gpu_rc_job &j = jb.j[blockIdx.y];
+    const int64_t d = j.d, half = j.rot / 2, n = j.T * j.nh * d;
+    int64_t p = j.cache.p ? j.cpos[0] : 0;
+    bool to_cache = j.cache.p != NULL;
+    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) /* the first bad write, as in order */
+        for (int i = 0; i < jb.n; i++) {
+            const gpu_rc_job &o = jb.j[i];
+            int64_t q = o.cache.p ? o.cpos[0] : 0;
+            if (o.cache.p && (q < 0 || q + o.T > o.S)) {
+                record_error(err, GPU_ERR_CACHE_ROWS, (int)q, o.node);
+                break;
+            }
+        }
+    if (to_cache && (p < 0 || p + j.T > j.S)) {
+        to_cache = false;
+        if (!j.inv_freq.p)
+            return;
+    }
+    GRID_STRIDE(e, n)
+    {
+        float v;
+        int64_t c = e % d, t = e / (j.nh * d), row = e - c;
+        if (!j.inv_freq.p || c >= 2 * half) {
+            v = ldt(j.x, e);
+        } else {
+            int64_t i = c < half ? c : c - half;
+            double th = (double)j.rpos[t] * (double)ldt(j.inv_freq, i), sn, cs;
+            sincos(th, &sn, &cs);
+            double x1 = ldt(j.x, row + i), x2 = ldt(j.x, row + i + half);
+            v = (float)(c < half ? x1 * cs - x2 * sn : x2 * cs + x1 * sn);
+        }
+        if (j.y.p)
+            stt(j.y, e, v);
+        if (to_cache)
+            stt(j.cache, p * j.nh * d + e, v);
+    }
+}
+
+void gpu_rope_cache(gpuStream_t s, const gpu_rc_job *jobs, int n, int *err)
+{
+    gpu_rc_jobs jb;
+    memset(&jb, 0, sizeof jb);
+    int64_t most = 1;
+    for (int i = 0; i < n && i < GPU_RC_JOBS; i++) {
+        jb.j[i] = jobs[i];
+        jb.n = i + 1;
+        if (jobs[i].T * jobs[i].nh * jobs[i].d > most)
+            most = jobs[i].T * jobs[i].nh * jobs[i].d;
+    }
+    dim3 g(pw_blocks(most), (unsigned)(n < GPU_RC_JOBS ? n : GPU_RC_JOBS));
+    RLX_LAUNCH(k_rope_cache, g, PW_THREADS, 0, s)(jb, err);
 }
 
 template <typename E> __global__ static void k_transpose(const E *x, E *y, int64_t n, gpu_perm p)
