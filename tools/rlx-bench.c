@@ -36,7 +36,8 @@ static const char help[] =
     "  --seed S             seed of the random weights and prompt (default 1)\n"
     "  --sessions K         then K sessions (own prompts, greedy) on the model from K threads:\n"
     "                       each must see the logits it sees alone (exit 1 if not); times both\n"
-    "  --no-reference       skip the same-run ceilings (CPU: read GB/s, OpenBLAS sgemm)\n"
+    "  --no-reference       skip the same-run ceilings (CPU: read GB/s, OpenBLAS sgemm; GPU: device\n"
+    "                       copy GB/s, the vendor GEMM at [T, hidden, intermediate])\n"
     "  --peer-llamacpp BIN  after rlx, run llama.cpp's llama-bench BIN on --peer-gguf FILE\n"
     "                       (-p T -n N -t threads -r reps) and print the ratios rlx/llama.cpp\n"
     "  --peer-gguf FILE     the GGUF with the same shapes (and 16-bit or f32 weights) as the model\n"
@@ -46,7 +47,11 @@ static const char help[] =
     "                       \"decode_vs_read_bandwidth\", \"decode_floor_tokens_per_s\" and\n"
     "                       \"prefill_vs_sgemm\"; with a peer, \"peer\":{\"prefill_tokens_per_s\",\n"
     "                       \"decode_tokens_per_s\",\"gguf\"}, \"prefill_vs_peer\", \"decode_vs_peer\"; with\n"
-    "                       --sessions, \"sessions\":{\"k\",\"identical\",\"threads_ms\",\"alone_ms\"}\n"
+    "                       --sessions, \"sessions\":{\"k\",\"identical\",\"threads_ms\",\"alone_ms\"}; on a GPU,\n"
+    "                       \"reference\":{\"copy_gb_per_s\",\"gemm_gflops\",\"gemm_mkn\",\"gemm_dtype\",\n"
+    "                       \"gemm_library\"}, \"decode_vs_copy_bandwidth\", \"decode_floor_tokens_per_s\",\n"
+    "                       \"prefill_vs_gemm\"; always \"memory\":{\"weights_bytes\",\"kv_cache_bytes\",\n"
+    "                       \"arena_bytes\",\"buffer_bytes\",\"device_free_bytes\",\"device_total_bytes\",\"device\"}\n"
     "Decode GB/s counts the weights in the compute dtype (--precision: 2 bytes for f16/bf16,\n"
     "4 for f32) and the KV cache in f32 unless 16-bit compute with --mixed none.\n";
 
@@ -313,6 +318,22 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
             ref.read_gbps = bench_ref_read_gbps(th, (size_t)512 << 20, 5);
             ref.sgemm_gflops = bench_ref_sgemm_gflops(th, T, cfg->hidden_size, cfg->intermediate_size, 5);
         }
+        /* a GPU backend's ceilings, measured by the backend (rlx-bench links no GPU runtime) */
+        rlx_ceiling_figures dc = {0, 0, ""};
+        const char *gemm_dt = !strcmp(pc, "bf16") ? "bf16" : !strcmp(pc, "f16") ? "f16" : "f32";
+        if (a->reference && strcmp(rlx_model_backend_name(m), "cpu")) {
+            int dt = !strcmp(gemm_dt, "bf16") ? RLX_BF16 : !strcmp(gemm_dt, "f16") ? RLX_F16 : RLX_F32;
+            rlx_diag dd;
+            rlx_diag_init(&dd);
+            int r = rlx_model_measure_ceilings(m, T, cfg->hidden_size, cfg->intermediate_size, dt, &dc, &dd);
+            if (r && r != RLX_ERR_UNSUPPORTED) {
+                *d = dd;
+                rc = r;
+                goto done;
+            }
+        }
+        rlx_memory mem;
+        if ((rc = rlx_model_memory(m, &mem, d)) != 0) goto done;
         double peer_pp = 0, peer_tg = 0;
         if (a->peer_bin && (rc = run_peer(a, rlx_model_threads(m), &peer_pp, &peer_tg, d)) != 0) goto done;
         bench_sessions_result ss = {0};
@@ -337,6 +358,27 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
                 json_object_set_new(o, "decode_floor_tokens_per_s", json_real(ref.read_gbps * 1e9 / bytes_tok));
                 json_object_set_new(o, "prefill_vs_sgemm", json_real(gflops / ref.sgemm_gflops));
             }
+            if (dc.copy_gb_per_s > 0) {
+                json_t *r = json_object();
+                json_object_set_new(r, "copy_gb_per_s", json_real(dc.copy_gb_per_s));
+                json_object_set_new(r, "gemm_gflops", json_real(dc.gemm_gflops));
+                json_object_set_new(r, "gemm_mkn", json_pack("[III]", (json_int_t)T, (json_int_t)cfg->hidden_size,
+                                                             (json_int_t)cfg->intermediate_size));
+                json_object_set_new(r, "gemm_dtype", json_string(gemm_dt));
+                json_object_set_new(r, "gemm_library", json_string(dc.gemm_library));
+                json_object_set_new(o, "reference", r);
+                json_object_set_new(o, "decode_vs_copy_bandwidth", json_real(gbs / dc.copy_gb_per_s));
+                json_object_set_new(o, "decode_floor_tokens_per_s", json_real(dc.copy_gb_per_s * 1e9 / bytes_tok));
+                json_object_set_new(o, "prefill_vs_gemm", json_real(dc.gemm_gflops > 0 ? gflops / dc.gemm_gflops : 0));
+            }
+            json_object_set_new(o, "memory", json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:s}",
+                                                       "weights_bytes", (json_int_t)mem.weights_bytes,
+                                                       "kv_cache_bytes", (json_int_t)mem.kv_cache_bytes,
+                                                       "arena_bytes", (json_int_t)mem.arena_bytes,
+                                                       "buffer_bytes", (json_int_t)mem.buffer_bytes,
+                                                       "device_free_bytes", (json_int_t)mem.free_bytes,
+                                                       "device_total_bytes", (json_int_t)mem.total_bytes,
+                                                       "device", mem.device));
             if (a->peer_bin) {
                 json_object_set_new(o, "peer", json_pack("{s:f,s:f,s:s}", "prefill_tokens_per_s", peer_pp,
                                                          "decode_tokens_per_s", peer_tg, "gguf", a->peer_gguf));
@@ -367,6 +409,14 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
                 printf("decode floor (%.0f MB per token at %.1f GB/s): %.1f tok/s -> decode at %.0f%% of it\n",
                        bytes_tok / 1e6, ref.read_gbps, ref.read_gbps * 1e9 / bytes_tok,
                        100.0 * d_tps / (ref.read_gbps * 1e9 / bytes_tok));
+            if (dc.copy_gb_per_s > 0)
+                printf("reference (same run, %s): copy %.1f GB/s -> decode at %.0f%% of it, floor %.1f tok/s; "
+                       "GEMM %s [%lld,%lld,%lld] %.1f GFLOP/s (%s) -> prefill at %.0f%%\n",
+                       rlx_model_backend_name(m), dc.copy_gb_per_s, 100.0 * gbs / dc.copy_gb_per_s,
+                       dc.copy_gb_per_s * 1e9 / bytes_tok, gemm_dt, (long long)T, (long long)cfg->hidden_size,
+                       (long long)cfg->intermediate_size, dc.gemm_gflops, dc.gemm_library,
+                       dc.gemm_gflops > 0 ? 100.0 * gflops / dc.gemm_gflops : 0.0);
+            run_print_memory(stdout, &mem);
             if (a->peer_bin)
                 printf("peer llama.cpp (%s, same run): pp%lld %.1f tok/s, tg%lld %.1f tok/s -> rlx/llama.cpp "
                        "prefill %.2fx, decode %.2fx\n",
