@@ -20,6 +20,13 @@ static double TOL = 1e-6;
 static const char *backend = "cpu";
 
 static rlx_model *m;
+
+static void pick_backend(void)
+{
+    const char *tb = getenv("RLX_TEST_BACKEND");
+    if (tb && *tb) backend = tb;
+    if (strcmp(backend, "cpu")) TOL = 1e-5;
+}
 static rlx_session *bat[NS], *ref[NS];
 static const int lens[NS] = {3, 7, 1, 12, 5};
 
@@ -27,9 +34,7 @@ static void setup(void)
 {
     rlx_model_options o;
     rlx_model_options_init(&o);
-    const char *tb = getenv("RLX_TEST_BACKEND");
-    if (tb && *tb) backend = tb;
-    if (strcmp(backend, "cpu")) TOL = 1e-5;
+    pick_backend();
     o.backend = backend;
     o.threads = 1;
     rlx_diag d;
@@ -121,6 +126,54 @@ START_TEST(bad_batches)
 }
 END_TEST
 
+/* any family whose decode flow keeps its sequence in cache states batches: qk-norm
+ * (qwen3), softcapping and sliding windows (gemma2, gemma3), fused qkv (phi3) */
+START_TEST(families)
+{
+    static const char *const fixtures[] = {"qwen3-tiny", "gemma2-tiny", "gemma3-tiny", "phi3-tiny"};
+    const char *name = fixtures[_i];
+    pick_backend();
+    rlx_model_options o;
+    rlx_model_options_init(&o);
+    o.backend = backend;
+    o.threads = 1;
+    rlx_model *fm = NULL;
+    rlx_diag d;
+    rlx_diag_init(&d);
+    ck_assert_msg(rlx_model_open(tu_fixture(name), &o, &fm, &d) == 0, "%s: %s", name, d.msg);
+    int64_t nv = rlx_model_get_config(fm)->vocab_size;
+    enum { B = 3 };
+    rlx_session *sb[B], *sr[B];
+    float *got = malloc((size_t)(B * nv) * sizeof *got), *want = malloc((size_t)nv * sizeof *want);
+    for (int b = 0; b < B; b++) {
+        int32_t ids[8];
+        int n = 2 + 3 * b;
+        for (int i = 0; i < n; i++) ids[i] = (int32_t)((b * 7 + i * 5 + 1) % nv);
+        ck_assert_int_eq(rlx_session_new(fm, 32, &sb[b], &d), 0);
+        ck_assert_int_eq(rlx_session_new(fm, 32, &sr[b], &d), 0);
+        ck_assert_msg(rlx_session_prefill(sb[b], ids, n, NULL, want, &d) == 0, "%s: %s", name, d.msg);
+        ck_assert_msg(rlx_session_prefill(sr[b], ids, n, NULL, want, &d) == 0, "%s: %s", name, d.msg);
+    }
+    for (int k = 0; k < 3; k++) {
+        int32_t ids[B];
+        for (int b = 0; b < B; b++) ids[b] = (int32_t)((k * 11 + b * 3 + 2) % nv);
+        ck_assert_msg(rlx_session_decode_batch(sb, B, ids, got, &d) == 0, "%s: %s", name, d.msg);
+        for (int b = 0; b < B; b++) {
+            ck_assert_msg(rlx_session_decode(sr[b], ids[b], want, &d) == 0, "%s: %s", name, d.msg);
+            double e = tu_rel_l2(got + (size_t)b * (size_t)nv, want, (size_t)nv);
+            ck_assert_msg(e < TOL, "%s step %d row %d: rel L2 %g", name, k, b, e);
+        }
+    }
+    for (int b = 0; b < B; b++) {
+        rlx_session_free(sb[b]);
+        rlx_session_free(sr[b]);
+    }
+    free(got);
+    free(want);
+    rlx_model_close(fm);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("batch");
@@ -130,5 +183,9 @@ int main(void)
     tcase_add_test(tc, rows_match_alone);
     tcase_add_test(tc, bad_batches);
     suite_add_tcase(s, tc);
+    TCase *fam = tcase_create("families");
+    tcase_set_timeout(fam, 120);
+    tcase_add_loop_test(fam, families, 0, 4);
+    suite_add_tcase(s, fam);
     return tu_run_suite(s);
 }
