@@ -288,7 +288,7 @@ START_TEST(test_descriptor)
         "rlx.last_row", "rlx.copy", "rlx.cast", "rlx.swiglu", "rlx.geglu_tanh",
         "rlx.add_rms_norm", "rlx.linear_swiglu", "rlx.conv2d", "rlx.group_norm",
         "rlx.upsample_nearest2d", "rlx.bmm", "rlx.relu", "rlx.sin", "rlx.cos", "rlx.all_reduce",
-        "rlx.all_gather"};
+        "rlx.all_gather", "rlx.attention_rows", "rlx.cache_write_rows"};
     size_t n = 0;
     while (BE->ops[n]) {
         ck_assert_msg(strcmp(BE->ops[n], "rlx.reshape") != 0, "backends never see reshapes");
@@ -944,6 +944,107 @@ START_TEST(test_attention_pos_past_keys)
 }
 END_TEST
 
+/* batched decode: row t is the new token of the sequence in slot slots[t] at pos[t] */
+static void attention_rows_case(int T, int P, int S, int nh, int nkv, int d, const int32_t *pos,
+                                const int32_t *slots, int window, double softcap)
+{
+    float *q = rnd((size_t)(T * nh * d), 1), *k = rnd((size_t)(P * S * nkv * d), 1),
+          *v = rnd((size_t)(P * S * nkv * d), 1);
+    double scale = 1 / sqrt((double)d), *y = dalloc((size_t)(T * nh * d)), *sc = dalloc((size_t)S);
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < nh; h++) {
+            int kh = h / (nh / nkv), p = pos[t];
+            const float *K = k + (size_t)slots[t] * S * nkv * d, *V = v + (size_t)slots[t] * S * nkv * d;
+            double m = -INFINITY, l = 0;
+            for (int j = 0; j <= p; j++) {
+                if (window > 0 && j <= p - window) {
+                    sc[j] = -INFINITY;
+                    continue;
+                }
+                double s = 0;
+                for (int i = 0; i < d; i++) s += (double)q[(t * nh + h) * d + i] * K[(j * nkv + kh) * d + i];
+                s *= (float)scale;
+                if (softcap > 0) s = softcap * tanh(s / softcap);
+                sc[j] = s;
+                m = fmax(m, s);
+            }
+            for (int j = 0; j <= p; j++) l += sc[j] == -INFINITY ? 0 : exp(sc[j] - m);
+            for (int i = 0; i < d; i++) {
+                double acc = 0;
+                for (int j = 0; j <= p; j++)
+                    if (sc[j] != -INFINITY) acc += exp(sc[j] - m) / l * V[(j * nkv + kh) * d + i];
+                y[(t * nh + h) * d + i] = acc;
+            }
+        }
+    top o = {.op = "rlx.attention_rows", .n_in = 5, .n_out = 1, .n_attrs = 3};
+    o.in[0] = F(q, shp(3, T, nh, d));
+    o.in[1] = F(k, shp(4, P, S, nkv, d));
+    o.in[2] = F(v, shp(4, P, S, nkv, d));
+    o.in[3] = TV(RLX_I32, pos, shp(1, T));
+    o.in[4] = TV(RLX_I32, slots, shp(1, T));
+    o.out[0] = F(NULL, shp(3, T, nh, d));
+    rlx_attr at[3] = {RLX_ATTR_F("scale", scale), RLX_ATTR_I("window", window), RLX_ATTR_F("softcap", softcap)};
+    memcpy(o.attrs, at, sizeof at);
+    check1(&o, y);
+    free(q), free(k), free(v), free(y), free(sc);
+}
+
+START_TEST(test_attention_rows)
+{
+    /* ragged: rows at different lengths, slots in any order, a slot left out, GQA */
+    int32_t pos[5] = {0, 17, 5, 39, 1}, slots[5] = {3, 0, 5, 1, 2};
+    attention_rows_case(5, 6, 40, 8, 2, 64, pos, slots, 0, 0);
+    attention_rows_case(5, 6, 40, 4, 4, 24, pos, slots, 7, 20);
+    int32_t one_pos[1] = {299}, one_slot[1] = {0};
+    attention_rows_case(1, 1, 300, 4, 2, 128, one_pos, one_slot, 0, 0);
+
+    /* a slot or position outside the pool is an execute error naming the row */
+    float z[2 * 1 * 4] = {0};
+    int32_t bp[2] = {1, 2}, bs[2] = {0, 2};
+    top o = {.op = "rlx.attention_rows", .n_in = 5, .n_out = 1};
+    o.in[0] = F(z, shp(3, 2, 1, 4));
+    o.in[1] = F(z, shp(4, 2, 1, 1, 4));
+    o.in[2] = F(z, shp(4, 2, 1, 1, 4));
+    o.in[3] = TV(RLX_I32, bp, shp(1, 2));
+    o.in[4] = TV(RLX_I32, bs, shp(1, 2));
+    o.out[0] = F(NULL, shp(3, 2, 1, 4));
+    void *res[2];
+    rlx_diag dg;
+    rlx_diag_init(&dg);
+    ck_assert_int_eq(run_op(HND[1], &o, res, &dg), RLX_ERR_INVALID);
+    ck_assert_str_eq(dg.msg, "cpu: node 0 (rlx.attention_rows): row 0: pos 1 outside [0, 1)");
+    free(res[0]);
+}
+END_TEST
+
+START_TEST(test_cache_write_rows)
+{
+    int P = 3, S = 6, nkv = 2, d = 4, T = 2, row = nkv * d;
+    float *cache = rnd((size_t)(P * S * row), 1), *nw = rnd((size_t)(T * row), 1);
+    int32_t pos[2] = {5, 0}, slots[2] = {2, 0};
+    double *y = dalloc((size_t)(P * S * row));
+    for (int i = 0; i < P * S * row; i++) y[i] = cache[i];
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < row; i++) y[((size_t)slots[t] * S + pos[t]) * row + i] = nw[t * row + i];
+    top o = {.op = "rlx.cache_write_rows", .n_in = 4, .n_out = 1, .out0_aliases_in0 = 1};
+    o.in[0] = F(cache, shp(4, P, S, nkv, d));
+    o.in[1] = F(nw, shp(3, T, nkv, d));
+    o.in[2] = TV(RLX_I32, pos, shp(1, T));
+    o.in[3] = TV(RLX_I32, slots, shp(1, T));
+    o.out[0] = F(NULL, shp(4, P, S, nkv, d));
+    check1(&o, y);
+
+    slots[1] = 3;
+    void *res[2];
+    rlx_diag dg;
+    rlx_diag_init(&dg);
+    ck_assert_int_eq(run_op(HND[1], &o, res, &dg), RLX_ERR_INVALID);
+    ck_assert_str_eq(dg.msg, "cpu: node 0 (rlx.cache_write_rows): row 1: slot 3, pos 0 outside [0, 3) x [0, 6)");
+    free(res[0]);
+    free(cache), free(nw), free(y);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- data movement */
 
 START_TEST(test_embedding)
@@ -1448,6 +1549,8 @@ static Suite *suite(void)
     tcase_add_test(c, test_attention_pos_past_keys);
     tcase_add_test(c, test_embedding);
     tcase_add_test(c, test_cache_write);
+    tcase_add_test(c, test_attention_rows);
+    tcase_add_test(c, test_cache_write_rows);
     tcase_add_test(c, test_collectives);
     tcase_add_test(c, test_transpose);
     tcase_add_test(c, test_concat_slice_last_row_copy);

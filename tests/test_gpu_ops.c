@@ -646,6 +646,126 @@ static void attn_case(gpu *g, const char *what, int T, int S, int nh, int nkv, i
     free(ref);
 }
 
+/* batched decode: row t of q is the token of the sequence in slot slots[t] of a pool of P
+ * caches [P, S, nkv, d], at position pos[t]; each row against ref_attention on its slot */
+static void attn_rows_case(gpu *g, const char *what, int T, int P, int S, int nh, int nkv, int d,
+                           const int32_t *pos, const int32_t *slots, int window, double cap)
+{
+    tens in[5];
+    in[0] = rand_f(3, T, nh, d, 1);
+    in[1] = rand_f(3, (int64_t)P * S, nkv, d, 1);
+    in[2] = rand_f(3, (int64_t)P * S, nkv, d, 1);
+    for (int k = 1; k < 3; k++) {
+        in[k].shape.ndim = 4;
+        in[k].shape.dims[0] = P;
+        in[k].shape.dims[1] = S;
+        in[k].shape.dims[2] = nkv;
+        in[k].shape.dims[3] = d;
+    }
+    in[3] = mk(RLX_I32, 1, T, 0, 0);
+    in[4] = mk(RLX_I32, 1, T, 0, 0);
+    memcpy(in[3].i, pos, (size_t)T * 4);
+    memcpy(in[4].i, slots, (size_t)T * 4);
+    double scale = 1.0 / sqrt((double)d);
+    rlx_attr at[3] = {RLX_ATTR_F("scale", scale), RLX_ATTR_I("window", window), RLX_ATTR_F("softcap", cap)};
+    tens out = mk(RLX_F32, 3, T, nh, d);
+    double *ref = dalloc((int64_t)T * nh * d);
+    for (int t = 0; t < T; t++) { /* one decode row of rlx.attention on the row's slot */
+        tens q = mk(RLX_F32, 3, 1, nh, d), k = mk(RLX_F32, 3, S, nkv, d), v = mk(RLX_F32, 3, S, nkv, d);
+        memcpy(q.f, in[0].f + (int64_t)t * nh * d, (size_t)nh * d * 4);
+        memcpy(k.f, in[1].f + (int64_t)slots[t] * S * nkv * d, (size_t)S * nkv * d * 4);
+        memcpy(v.f, in[2].f + (int64_t)slots[t] * S * nkv * d, (size_t)S * nkv * d * 4);
+        ref_attention(&q, &k, &v, pos[t], NULL, (double)(float)scale, 1, window, (double)(float)cap,
+                      ref + (int64_t)t * nh * d);
+        tfree(&q);
+        tfree(&k);
+        tfree(&v);
+    }
+    check(g, what, "rlx.attention_rows", in, 5, &out, 1, at, 3, 0, &ref, TOL);
+    in[4].i[0] = P; /* a slot outside the pool */
+    expect_error(g, "attention_rows slot outside the pool", "rlx.attention_rows", in, 5, &out, 1, 0, "row 0");
+    for (int k = 0; k < 5; k++)
+        tfree(&in[k]);
+    tfree(&out);
+    free(ref);
+}
+
+static void cache_write_rows_case(gpu *g)
+{
+    int64_t P = 3, S = 6, nkv = 2, d = 8, T = 2, row = nkv * d;
+    tens in[4];
+    in[0] = rand_f(3, P * S, nkv, d, 1);
+    in[0].shape.ndim = 4;
+    in[0].shape.dims[0] = P;
+    in[0].shape.dims[1] = S;
+    in[0].shape.dims[2] = nkv;
+    in[0].shape.dims[3] = d;
+    in[1] = rand_f(3, T, nkv, d, 1);
+    in[2] = mk(RLX_I32, 1, T, 0, 0);
+    in[3] = mk(RLX_I32, 1, T, 0, 0);
+    in[2].i[0] = 5, in[2].i[1] = 0, in[3].i[0] = 2, in[3].i[1] = 0;
+    tens out = in[0];
+    out.f = calloc((size_t)(P * S * row) + 1, 4);
+    out.i = NULL, out.h = NULL;
+    double *r = dalloc(P * S * row);
+    for (int64_t k = 0; k < P * S * row; k++)
+        r[k] = in[0].f[k];
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t k = 0; k < row; k++)
+            r[(in[3].i[t] * S + in[2].i[t]) * row + k] = in[1].f[t * row + k];
+    check(g, "cache_write_rows (output aliases cache)", "rlx.cache_write_rows", in, 4, &out, 1, NULL, 0, 1, &r,
+          1e-12);
+    check(g, "cache_write_rows into a separate output", "rlx.cache_write_rows", in, 4, &out, 1, NULL, 0, 0, &r,
+          1e-12);
+    in[2].i[1] = 6; /* past the slot's rows */
+    expect_error(g, "cache_write_rows past a slot's end", "rlx.cache_write_rows", in, 4, &out, 1, 1, "row 1");
+    for (int k = 0; k < 4; k++)
+        tfree(&in[k]);
+    tfree(&out);
+    free(r);
+}
+
+static void test_attention_rows(gpu *g)
+{
+    static const int32_t pos[5] = {0, 17, 5, 39, 1}, slots[5] = {3, 0, 5, 1, 2};
+    attn_rows_case(g, "attention_rows ragged T=5 P=6 GQA 4:1 d=64", 5, 6, 40, 8, 2, 64, pos, slots, 0, 0);
+    attn_rows_case(g, "attention_rows window=7 softcap=20 d=24", 5, 6, 40, 4, 4, 24, pos, slots, 7, 20);
+    static const int32_t p1[1] = {299}, s1[1] = {0};
+    attn_rows_case(g, "attention_rows T=1 pos=299 d=128", 1, 1, 300, 4, 2, 128, p1, s1, 0, 0);
+    int32_t p64[64], s64[64];
+    for (int t = 0; t < 64; t++)
+        p64[t] = (t * 37) % 200, s64[t] = 63 - t;
+    attn_rows_case(g, "attention_rows T=64 P=64 d=64 (1B shape)", 64, 64, 200, 32, 8, 64, p64, s64, 0, 0);
+    cache_write_rows_case(g);
+}
+
+/* ABI 1.2: free memory of the device, named; copy and GEMM rates measured now */
+static void test_abi12(gpu *g)
+{
+    rlx_diag d;
+    memset(&d, 0, sizeof d);
+    checks += 2;
+    rlx_mem_info mi;
+    memset(&mi, 0, sizeof mi);
+    mi.struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_mem_info, device);
+    int rc = g->b->struct_size >= RLX_STRUCT_SIZE(rlx_backend, mem_info) && g->b->mem_info
+                 ? g->b->mem_info(g->be, &mi, &d) : -1;
+    int ok = rc == 0 && mi.free_bytes > 0 && mi.total_bytes >= mi.free_bytes && !strncmp(mi.device, g->b->name, strlen(g->b->name));
+    failures += !ok;
+    printf("%-6s %-44s %s: %s, %.2f GiB free of %.2f GiB %s\n", g->label, "mem_info", ok ? "ok" : "FAIL", mi.device,
+           (double)mi.free_bytes / 1073741824.0, (double)mi.total_bytes / 1073741824.0, rc ? d.msg : "");
+    rlx_ceilings c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_ceilings, gemm_library);
+    c.gemm_m = 512, c.gemm_k = 2048, c.gemm_n = 8192, c.dtype = RLX_BF16;
+    rc = g->b->struct_size >= RLX_STRUCT_SIZE(rlx_backend, measure_ceilings) && g->b->measure_ceilings
+             ? g->b->measure_ceilings(g->be, &c, &d) : -1;
+    ok = rc == 0 && c.copy_gb_per_s > 100 && c.gemm_gflops > 1000;
+    failures += !ok;
+    printf("%-6s %-44s %s: copy %.0f GB/s, GEMM bf16 [512,2048,8192] %.0f GFLOP/s (%s) %s\n", g->label,
+           "measure_ceilings", ok ? "ok" : "FAIL", c.copy_gb_per_s, c.gemm_gflops, c.gemm_library, rc ? d.msg : "");
+}
+
 static void test_attention(gpu *g)
 {
     attn_case(g, "attention T=300 causal nh=8 nkv=2 d=64", 300, 300, 8, 2, 64, -1, 1, 0, 0, 0);
@@ -659,6 +779,7 @@ static void test_attention(gpu *g)
     attn_case(g, "attention T=1 pos=0 d=64 window=4", 1, 16, 2, 2, 64, 0, 1, 4, 0, 0);
     attn_case(g, "attention T=37 pos=200 window=50 d=32", 37, 300, 4, 4, 32, 200, 1, 50, 0, 0);
     attn_case(g, "attention d=512 not causal (VAE mid-block)", 40, 40, 1, 1, 512, -1, 0, 0, 0, 0);
+    test_attention_rows(g);
 }
 
 static void test_layout(gpu *g)
@@ -1614,6 +1735,7 @@ static int run_plugin(const char *path, rlx_host_api *host)
             } else {
                 test_matmul(&g);
                 if (pass == 0) {
+                    test_abi12(&g);
                     test_elementwise(&g);
                     test_bmm_maps(&g);
                     test_rope(&g);

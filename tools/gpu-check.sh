@@ -85,7 +85,7 @@ run_test conformance env RLX_GPU_BENCH=1 ./tests/test_gpu_ops
 # parity: the fixture tests pick the backend of highest priority: cuda here
 for t in test_llama_parity test_qwen_gemma_parity test_bert_parity test_flux_parity test_flux_diffuse test_vae_parity \
     test_sam_parity test_half_parity \
-    test_flow_edit test_abi_compat test_demo; do
+    test_flow_edit test_abi_compat test_demo test_batch; do
     [ -x "tests/$t" ] && run_test "$t" "tests/$t"
 done
 # speed: rlx-bench with same-run ceilings, f32 and bf16
@@ -96,8 +96,33 @@ for cfg in llama-188m-config.json llama-1b-config.json; do
         ./tools/rlx-bench --config "$root/$cfg" --backend cuda --prefill 512 --decode 128 --reps 3 \
             --precision "$prec" --json >"$log" 2>"$log.err"
         row "bench ${cfg%-config.json} $prec" "rc=$? $(tr -d '\n' <"$log" | head -c 400)"
+        # same-run ceilings (the backend's copy bandwidth and cuBLAS GEMM) and device memory
+        row "ceilings ${cfg%-config.json} $prec" "$(grep -o -e '"reference":{[^}]*}' \
+            -e '"decode_vs_copy_bandwidth":[^,}]*' -e '"decode_floor_tokens_per_s":[^,}]*' \
+            -e '"prefill_vs_gemm":[^,}]*' -e '"memory":{[^}]*}' "$log" | tr '\n' ' ')"
     done
 done
+# batched decode: B sequences in one step (aggregate tokens/s), 1B bf16
+for B in 1 8 32 64; do
+    want "batch 1b bf16 B=$B" || continue
+    log=$out/batch-1b-bf16-$B.json
+    ./tools/rlx-bench --config "$root/llama-1b-config.json" --backend cuda --prefill 512 --decode 128 --reps 3 \
+        --precision bf16 --batch "$B" --no-reference --json >"$log" 2>"$log.err"
+    row "batch 1b bf16 B=$B" "rc=$? $(grep -o -e '"decode_tokens_per_s":[^,}]*' -e '"kv_cache_bytes":[^,}]*' "$log" |
+        tr '\n' ' ') $(head -c 200 "$log.err")"
+done
+# memory checked before it is taken: a KV cache of 16M rows (244 GiB in f32) is refused at
+# once with what it needs and what the GPU has, exit 1, before any weight is uploaded
+if want "mem refuse 188m"; then
+    log=$out/mem-refuse.err t0=$SECONDS
+    ./tools/rlx-bench --config "$root/llama-188m-config.json" --backend cuda --prefill 16 --decode 1 --reps 1 \
+        --ctx 16000000 --no-reference >/dev/null 2>"$log"
+    rc=$?
+    re='^rlx-bench: cuda:0 [^:]*: needs [0-9.]+ GiB \(weights [0-9.]+ [MG]iB \+ KV cache 244\.14 GiB \+ arena [0-9.]+ [KMG]iB( \+ buffers [0-9.]+ [KMG]iB)?\), [0-9.]+ GiB available$'
+    ok=FAIL
+    [ $rc = 1 ] && [ "$(wc -l <"$log")" = 1 ] && grep -Eq "$re" "$log" && ok=PASS
+    row "mem refuse 188m" "$ok rc=$rc $((SECONDS - t0))s $(head -c 300 "$log")"
+fi
 # where the time goes: per-op kernel times and host calls (RLX_GPU_PROFILE, graphs off)
 for cfg in llama-188m-config.json llama-1b-config.json; do
     for prec in f32 bf16; do

@@ -13,7 +13,7 @@
 #include "run_common.h"
 
 static const char usage[] =
-    "usage: rlx-bench (--model DIR | --config config.json) [--prefill T] [--decode N] [--batch B] "
+    "usage: rlx-bench (--model DIR | --config config.json) [--prefill T] [--decode N] [--batch B] [--ctx N] "
     "[--backend NAME] [--threads N] [--profile NAME|FILE] [--reps R] [--sessions K] [--no-reference] [--json] "
     "[--peer-llamacpp LLAMA_BENCH --peer-gguf FILE]";
 
@@ -24,7 +24,11 @@ static const char help[] =
     "  --config FILE        config.json only: random seeded weights are generated\n"
     "  --prefill T          prompt length (default 128)\n"
     "  --decode N           decode steps (default 32)\n"
-    "  --batch B            independent sequences, run one after another (default 1)\n"
+    "  --batch B            independent sequences (default 1): prefilled one after another, then\n"
+    "                       decoded together, one step over B rows (rlx_session_decode_batch);\n"
+    "                       decode tokens/s is the aggregate over the B sequences\n"
+    "  --ctx N              KV cache rows per sequence (default prefill + decode + 1); a cache\n"
+    "                       that does not fit is refused before any work, naming the device\n"
     "  --backend NAME       cpu, cuda, rocm or auto\n"
     "  --threads N          CPU worker threads (0: one per physical core)\n"
     "  --devices 0,1          GPUs of a tensor-parallel run (docs/multi-gpu.md; not wired yet)\n"
@@ -36,17 +40,22 @@ static const char help[] =
     "  --seed S             seed of the random weights and prompt (default 1)\n"
     "  --sessions K         then K sessions (own prompts, greedy) on the model from K threads:\n"
     "                       each must see the logits it sees alone (exit 1 if not); times both\n"
-    "  --no-reference       skip the same-run ceilings (CPU: read GB/s, OpenBLAS sgemm)\n"
+    "  --no-reference       skip the same-run ceilings (CPU: read GB/s, OpenBLAS sgemm; GPU: device\n"
+    "                       copy GB/s, the vendor GEMM at [T, hidden, intermediate])\n"
     "  --peer-llamacpp BIN  after rlx, run llama.cpp's llama-bench BIN on --peer-gguf FILE\n"
     "                       (-p T -n N -t threads -r reps) and print the ratios rlx/llama.cpp\n"
     "  --peer-gguf FILE     the GGUF with the same shapes (and 16-bit or f32 weights) as the model\n"
     "  --json               {\"prefill_tokens_per_s\",\"decode_tokens_per_s\",\"prefill_gflops\",\n"
-    "                        \"decode_gb_per_s\",\"threads\",\"backend\",\"reps\"} plus, on the\n"
+    "                        \"decode_gb_per_s\",\"threads\",\"backend\",\"reps\",\"batch\"} plus, on the\n"
     "                       CPU, \"reference\":{\"read_gb_per_s\",\"sgemm_gflops\",\"sgemm_mkn\"},\n"
     "                       \"decode_vs_read_bandwidth\", \"decode_floor_tokens_per_s\" and\n"
     "                       \"prefill_vs_sgemm\"; with a peer, \"peer\":{\"prefill_tokens_per_s\",\n"
     "                       \"decode_tokens_per_s\",\"gguf\"}, \"prefill_vs_peer\", \"decode_vs_peer\"; with\n"
-    "                       --sessions, \"sessions\":{\"k\",\"identical\",\"threads_ms\",\"alone_ms\"}\n"
+    "                       --sessions, \"sessions\":{\"k\",\"identical\",\"threads_ms\",\"alone_ms\"}; on a GPU,\n"
+    "                       \"reference\":{\"copy_gb_per_s\",\"gemm_gflops\",\"gemm_mkn\",\"gemm_dtype\",\n"
+    "                       \"gemm_library\"}, \"decode_vs_copy_bandwidth\", \"decode_floor_tokens_per_s\",\n"
+    "                       \"prefill_vs_gemm\"; always \"memory\":{\"weights_bytes\",\"kv_cache_bytes\",\n"
+    "                       \"arena_bytes\",\"buffer_bytes\",\"device_free_bytes\",\"device_total_bytes\",\"device\"}\n"
     "Decode GB/s counts the weights in the compute dtype (--precision: 2 bytes for f16/bf16,\n"
     "4 for f32) and the KV cache in f32 unless 16-bit compute with --mixed none.\n";
 
@@ -152,7 +161,7 @@ static double median(double *v, int n)
 
 typedef struct bench_args {
     const char *model, *config;
-    long long prefill, decode, batch, reps, seed, sessions;
+    long long prefill, decode, batch, reps, seed, sessions, ctx;
     int json;
     int reference; /* measure machine ceilings in the same run */
     const char *peer_bin, *peer_gguf; /* llama.cpp's llama-bench and its model */
@@ -180,6 +189,7 @@ static int parse(int argc, char **argv, bench_args *a)
         VALUE("--prefill") { if (run_int("--prefill", v, 1, 1 << 20, &a->prefill)) goto bad; continue; }
         VALUE("--decode") { if (run_int("--decode", v, 0, 1 << 20, &a->decode)) goto bad; continue; }
         VALUE("--batch") { if (run_int("--batch", v, 1, 4096, &a->batch)) goto bad; continue; }
+        VALUE("--ctx") { if (run_int("--ctx", v, 1, 1 << 30, &a->ctx)) goto bad; continue; }
         VALUE("--reps") { if (run_int("--reps", v, 1, 10000, &a->reps)) goto bad; continue; }
         VALUE("--peer-llamacpp") { a->peer_bin = v; continue; }
         VALUE("--peer-gguf") { a->peer_gguf = v; continue; }
@@ -195,6 +205,11 @@ static int parse(int argc, char **argv, bench_args *a)
     }
     if (!a->peer_bin != !a->peer_gguf) {
         fprintf(stderr, "rlx-bench: --peer-llamacpp and --peer-gguf go together\n%s\n", usage);
+        return 2;
+    }
+    if (a->ctx && a->ctx < a->prefill + a->decode + 1) {
+        fprintf(stderr, "rlx-bench: --ctx %lld is too small for --prefill %lld and --decode %lld\n%s\n", a->ctx,
+                a->prefill, a->decode, usage);
         return 2;
     }
     if (!a->model == !a->config) {
@@ -267,13 +282,14 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
     const rlx_model_config *cfg = rlx_model_get_config(m);
     int64_t T = a->prefill, N = a->decode, B = a->batch, V = cfg->vocab_size;
     int32_t *ids = malloc((size_t)T * sizeof *ids);
-    float *logits = malloc((size_t)V * sizeof *logits);
+    float *logits = malloc((size_t)(V * B) * sizeof *logits);
+    int32_t *step_ids = malloc((size_t)B * sizeof *step_ids);
     double *pre = calloc((size_t)a->reps, sizeof *pre), *dec = calloc((size_t)a->reps, sizeof *dec);
     rlx_session **s = calloc((size_t)B, sizeof *s);
-    int rc = (!ids || !logits || !pre || !dec || !s) ? rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory") : 0;
+    int rc = (!ids || !logits || !step_ids || !pre || !dec || !s) ? rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory") : 0;
     uint64_t seed = (uint64_t)a->seed * 2654435761u + 1;
     for (int64_t i = 0; i < T && !rc; i++) ids[i] = (int32_t)(rng_next(&seed) % (uint64_t)V);
-    for (int64_t b = 0; b < B && !rc; b++) rc = rlx_session_new(m, T + N + 1, &s[b], d);
+    for (int64_t b = 0; b < B && !rc; b++) rc = rlx_session_new(m, a->ctx ? a->ctx : T + N + 1, &s[b], d);
     /* one warm-up round compiles both programs */
     for (long long r = -1; r < a->reps && !rc; r++) {
         double t0 = run_now_ms();
@@ -282,8 +298,14 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
             rc = rlx_session_prefill(s[b], ids, T, NULL, logits, d);
         }
         double t1 = run_now_ms();
-        for (int64_t k = 0; k < N && !rc; k++)
-            for (int64_t b = 0; b < B && !rc; b++) rc = rlx_session_decode(s[b], ids[(k + b) % T], logits, d);
+        for (int64_t k = 0; k < N && !rc; k++) {
+            if (B == 1) {
+                rc = rlx_session_decode(s[0], ids[k % T], logits, d);
+                continue;
+            }
+            for (int64_t b = 0; b < B; b++) step_ids[b] = ids[(k + b) % T];
+            rc = rlx_session_decode_batch(s, (int)B, step_ids, logits, d);
+        }
         double t2 = run_now_ms();
         if (r >= 0) {
             pre[r] = t1 - t0;
@@ -306,7 +328,8 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
                     hd * ((double)T + (double)N / 2.0);
         const char *pc = a->mf.precision ? a->mf.precision : "f32";
         int half = strcmp(pc, "f32") != 0, kv_half = half && !(a->mf.mixed && !strcmp(a->mf.mixed, "auto"));
-        double bytes_tok = (half ? 2.0 : 4.0) * lp + (kv_half ? 2.0 : 4.0) * kv;
+        /* a batched step streams the weights once for its B tokens: bytes per token amortised */
+        double bytes_tok = ((half ? 2.0 : 4.0) * lp + (double)B * (kv_half ? 2.0 : 4.0) * kv) / (double)B;
         double gbs = d_tps * bytes_tok / 1e9;
         /* ceilings of this machine, measured now (CPU backend only) */
         struct { double read_gbps, sgemm_gflops; } ref = {0, 0};
@@ -315,6 +338,22 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
             ref.read_gbps = bench_ref_read_gbps(th, (size_t)512 << 20, 5);
             ref.sgemm_gflops = bench_ref_sgemm_gflops(th, T, cfg->hidden_size, cfg->intermediate_size, 5);
         }
+        /* a GPU backend's ceilings, measured by the backend (rlx-bench links no GPU runtime) */
+        rlx_ceiling_figures dc = {0, 0, ""};
+        const char *gemm_dt = !strcmp(pc, "bf16") ? "bf16" : !strcmp(pc, "f16") ? "f16" : "f32";
+        if (a->reference && strcmp(rlx_model_backend_name(m), "cpu")) {
+            int dt = !strcmp(gemm_dt, "bf16") ? RLX_BF16 : !strcmp(gemm_dt, "f16") ? RLX_F16 : RLX_F32;
+            rlx_diag dd;
+            rlx_diag_init(&dd);
+            int r = rlx_model_measure_ceilings(m, T, cfg->hidden_size, cfg->intermediate_size, dt, &dc, &dd);
+            if (r && r != RLX_ERR_UNSUPPORTED) {
+                *d = dd;
+                rc = r;
+                goto done;
+            }
+        }
+        rlx_memory mem;
+        if ((rc = rlx_model_memory(m, &mem, d)) != 0) goto done;
         double peer_pp = 0, peer_tg = 0;
         if (a->peer_bin && (rc = run_peer(a, rlx_model_threads(m), &peer_pp, &peer_tg, d)) != 0) goto done;
         bench_sessions_result ss = {0};
@@ -328,6 +367,7 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
             json_object_set_new(o, "threads", json_integer(rlx_model_threads(m)));
             json_object_set_new(o, "backend", json_string(rlx_model_backend_name(m)));
             json_object_set_new(o, "reps", json_integer(a->reps));
+            json_object_set_new(o, "batch", json_integer(B));
             if (ref.read_gbps > 0) {
                 json_t *r = json_object();
                 json_object_set_new(r, "read_gb_per_s", json_real(ref.read_gbps));
@@ -339,6 +379,27 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
                 json_object_set_new(o, "decode_floor_tokens_per_s", json_real(ref.read_gbps * 1e9 / bytes_tok));
                 json_object_set_new(o, "prefill_vs_sgemm", json_real(gflops / ref.sgemm_gflops));
             }
+            if (dc.copy_gb_per_s > 0) {
+                json_t *r = json_object();
+                json_object_set_new(r, "copy_gb_per_s", json_real(dc.copy_gb_per_s));
+                json_object_set_new(r, "gemm_gflops", json_real(dc.gemm_gflops));
+                json_object_set_new(r, "gemm_mkn", json_pack("[III]", (json_int_t)T, (json_int_t)cfg->hidden_size,
+                                                             (json_int_t)cfg->intermediate_size));
+                json_object_set_new(r, "gemm_dtype", json_string(gemm_dt));
+                json_object_set_new(r, "gemm_library", json_string(dc.gemm_library));
+                json_object_set_new(o, "reference", r);
+                json_object_set_new(o, "decode_vs_copy_bandwidth", json_real(gbs / dc.copy_gb_per_s));
+                json_object_set_new(o, "decode_floor_tokens_per_s", json_real(dc.copy_gb_per_s * 1e9 / bytes_tok));
+                json_object_set_new(o, "prefill_vs_gemm", json_real(dc.gemm_gflops > 0 ? gflops / dc.gemm_gflops : 0));
+            }
+            json_object_set_new(o, "memory", json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:s}",
+                                                       "weights_bytes", (json_int_t)mem.weights_bytes,
+                                                       "kv_cache_bytes", (json_int_t)mem.kv_cache_bytes,
+                                                       "arena_bytes", (json_int_t)mem.arena_bytes,
+                                                       "buffer_bytes", (json_int_t)mem.buffer_bytes,
+                                                       "device_free_bytes", (json_int_t)mem.free_bytes,
+                                                       "device_total_bytes", (json_int_t)mem.total_bytes,
+                                                       "device", mem.device));
             if (a->peer_bin) {
                 json_object_set_new(o, "peer", json_pack("{s:f,s:f,s:s}", "prefill_tokens_per_s", peer_pp,
                                                          "decode_tokens_per_s", peer_tg, "gguf", a->peer_gguf));
@@ -369,6 +430,14 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
                 printf("decode floor (%.0f MB per token at %.1f GB/s): %.1f tok/s -> decode at %.0f%% of it\n",
                        bytes_tok / 1e6, ref.read_gbps, ref.read_gbps * 1e9 / bytes_tok,
                        100.0 * d_tps / (ref.read_gbps * 1e9 / bytes_tok));
+            if (dc.copy_gb_per_s > 0)
+                printf("reference (same run, %s): copy %.1f GB/s -> decode at %.0f%% of it, floor %.1f tok/s; "
+                       "GEMM %s [%lld,%lld,%lld] %.1f GFLOP/s (%s) -> prefill at %.0f%%\n",
+                       rlx_model_backend_name(m), dc.copy_gb_per_s, 100.0 * gbs / dc.copy_gb_per_s,
+                       dc.copy_gb_per_s * 1e9 / bytes_tok, gemm_dt, (long long)T, (long long)cfg->hidden_size,
+                       (long long)cfg->intermediate_size, dc.gemm_gflops, dc.gemm_library,
+                       dc.gemm_gflops > 0 ? 100.0 * gflops / dc.gemm_gflops : 0.0);
+            run_print_memory(stdout, &mem);
             if (a->peer_bin)
                 printf("peer llama.cpp (%s, same run): pp%lld %.1f tok/s, tg%lld %.1f tok/s -> rlx/llama.cpp "
                        "prefill %.2fx, decode %.2fx\n",
@@ -386,6 +455,7 @@ done:
     free(s);
     free(ids);
     free(logits);
+    free(step_ids);
     free(pre);
     free(dec);
     rlx_model_close(m);

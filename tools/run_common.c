@@ -266,3 +266,24 @@ double run_now_ms(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
+
+/* KiB below 1 MiB, MiB below 1 GiB, else GiB */
+static void mem_str(uint64_t b, char *buf, size_t len)
+{
+    if (b >= (1ull << 30)) snprintf(buf, len, "%.2f GiB", (double)b / (1024.0 * 1024.0 * 1024.0));
+    else if (b >= (1ull << 20)) snprintf(buf, len, "%.1f MiB", (double)b / (1024.0 * 1024.0));
+    else snprintf(buf, len, "%.1f KiB", (double)b / 1024.0);
+}
+
+void run_print_memory(FILE *out, const rlx_memory *m)
+{
+    char w[32], k[32], a[32], b[32], f[32], t[32];
+    mem_str(m->weights_bytes, w, sizeof w);
+    mem_str(m->kv_cache_bytes, k, sizeof k);
+    mem_str(m->arena_bytes, a, sizeof a);
+    mem_str(m->buffer_bytes, b, sizeof b);
+    mem_str(m->free_bytes, f, sizeof f);
+    mem_str(m->total_bytes, t, sizeof t);
+    fprintf(out, "%s: memory on %s: weights %s, KV cache %s, arena %s, buffers %s; %s free of %s\n", run_prog_name,
+            m->device, w, k, a, b, m->total_bytes ? f : "?", m->total_bytes ? t : "?");
+}

@@ -4,6 +4,7 @@
 #ifndef RLX_RUN_COMMON_H
 #define RLX_RUN_COMMON_H
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include "rlx/rlx.h"
 
@@ -48,6 +49,9 @@ typedef struct run_model_flags {
 /* Returns 1 when argv[*i] was one of them, 0 if not, -1 on a bad value (printed). */
 int run_model_flag(int argc, char **argv, int *i, run_model_flags *f, const char *usage);
 void run_model_options(const run_model_flags *f, rlx_model_options *o);
+
+/* "memory on DEVICE: weights X, KV cache Y, arena Z, buffers W; F free of T" */
+void run_print_memory(FILE *out, const rlx_memory *m);
 
 double run_now_ms(void);
 int run_file_exists(const char *path);

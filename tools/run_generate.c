@@ -46,6 +46,8 @@ static const char help[] =
     "                          \"prefill_ms\",\"decode_tokens\",\"decode_ms\"}\n"
     "  --logits-out FILE      write logits F32 [T,vocab] (prefill) and decode_logits F32\n"
     "                         [n-1,vocab] (one per decode step) to a safetensors file\n"
+    "  --verbose              also print what the model holds on the device (weights, KV\n"
+    "                         cache, arena) and what the device has left, to stderr\n"
     "  -h, --help             this help\n"
     "A summary with prefill and decode tokens/s goes to stderr.\n";
 
@@ -53,7 +55,7 @@ typedef struct gen_args {
     const char *model, *prompt, *ids, *logits_out;
     long long n, top_k, seed, ctx;
     double temperature, top_p, rep_penalty;
-    int greedy, sampling, json, dump_flow, dump_graph, demo;
+    int greedy, sampling, json, dump_flow, dump_graph, demo, verbose;
     run_model_flags mf;
 } gen_args;
 
@@ -90,6 +92,7 @@ static int parse(int argc, char **argv, gen_args *a)
 #undef CHECK
         if (strcmp(arg, "--greedy") == 0) a->greedy = 1;
         else if (strcmp(arg, "--json") == 0) a->json = 1;
+        else if (strcmp(arg, "--verbose") == 0) a->verbose = 1;
         else if (strcmp(arg, "--dump-flow") == 0) a->dump_flow = 1;
         else if (strcmp(arg, "--dump-graph") == 0) a->dump_graph = 1;
         else return run_usage(usage, "%s '%s'", arg[0] == '-' ? "unknown option" : "unexpected argument", arg);
@@ -362,6 +365,11 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
             (long long)t, pre_ms, pre_ms > 0 ? (double)t * 1e3 / pre_ms : 0.0,
             (long long)generated, dec_ms, dec_ms > 0 ? (double)generated * 1e3 / dec_ms : 0.0,
             rlx_model_backend_name(g->model), rlx_model_threads(g->model));
+    if (a->verbose) {
+        rlx_memory mem;
+        if (rlx_model_memory(g->model, &mem, d) != 0) return run_fail(d);
+        run_print_memory(stderr, &mem);
+    }
     return 0;
 }
 

@@ -160,6 +160,8 @@ int rg_build(const rg_build_env *env, const rlx_flow *f, int phase, int64_t T, i
     c.ctx_len = ctx;
     c.rep = -1;
     c.d = d;
+    c.batch = env->variant ? env->variant->batch : 0;
+    c.batch_slots = -1;
     c.g = rg_new();
     if (!c.g) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     snprintf(c.where, sizeof c.where, "flow %s", f->name);
@@ -169,10 +171,15 @@ int rg_build(const rg_build_env *env, const rlx_flow *f, int phase, int64_t T, i
         const rg_flow_input *in = &f->inputs[i];
         rlx_shape s = rg_shape(in->ndim, in->dims);
         if (input_absent(env, i)) continue; /* its slot stays unset */
+        if (c.batch && !strcmp(in->name, "pos")) s.dims[0] = -1; /* each row's own position: [T] */
         int32_t sv = env->variant && i < RG_VARIANT_INPUTS ? (int32_t)env->variant->scalar[i] : 0;
         int32_t v = rg_flow_input_scalar(in) ? host->emit_const(&c, RLX_I32, &s, &sv)
                                              : host->emit_input(&c, in->name, in->dtype, &s);
         if (v < 0 || rg_map_set(&c.slots, in->name, v)) rc = c.failed ? c.failed : RLX_ERR_NOMEM;
+    }
+    if (!rc && c.batch) {
+        rlx_shape bs = {1, {T}};
+        if ((c.batch_slots = host->emit_input(&c, "batch_slots", RLX_I32, &bs)) < 0) rc = c.failed ? c.failed : RLX_ERR_NOMEM;
     }
     if (!rc) {
         walk w = {&c, 0, f->name, f->origin};

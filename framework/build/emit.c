@@ -178,13 +178,17 @@ static int32_t emit_state(rlx_ctx *c, const char *name, int32_t dtype, const rlx
     int32_t v = rg_map_get(&c->states, name);
     if (v >= 0) {
         char a[96], b[96];
-        if (!rg_shape_eq(shape, &c->g->values[v].shape) || dtype != c->g->values[v].dtype)
+        rlx_shape want = *shape;
+        if (c->batch && rg_batch_state_shape(c, name, &want)) return -1;
+        if (!rg_shape_eq(&want, &c->g->values[v].shape) || dtype != c->g->values[v].dtype)
             return rg_ctx_fail(c, "state %s: emitted as %s and as %s", name,
                                rlx_shape_str(&c->g->values[v].shape, a, sizeof a),
                                rlx_shape_str(shape, b, sizeof b)), -1;
         return v;
     }
-    v = rg_add_value(c->g, RG_STATE, dtype, shape, name);
+    rlx_shape bs = *shape;
+    if (c->batch && rg_batch_state_shape(c, name, &bs)) return -1;
+    v = rg_add_value(c->g, RG_STATE, dtype, &bs, name);
     if (v < 0 || rg_map_set(&c->states, name, v)) return rg_ctx_fail_raw(c, RLX_ERR_NOMEM, "out of memory"), -1;
     return v;
 }
@@ -211,6 +215,11 @@ int32_t rg_emit_op_at(rlx_ctx *c, const char *opname, const int32_t *inputs, uin
         in[i] = inputs[i < skip ? i : i + 1];
         if (in[i] < 0 || (uint32_t)in[i] >= c->g->n_values)
             return rg_ctx_fail(c, "%s: input %u is not a value (%d)", op->name, i, in[i]), -1;
+    }
+    if (c->batch) {
+        const char *bop = rg_batch_op(c, op->name, in, &n_in);
+        if (!bop) return -1;
+        op = rg_op_find(bop);
     }
     rg_node tmp;
     memset(&tmp, 0, sizeof tmp);

@@ -54,6 +54,7 @@ static int bind_fixed(rlx_model *m, rg_exec *e, rlx_diag *d)
             void *buf = m->be->alloc(m->be_ctx, bytes ? bytes : 4, d);
             if (!buf) return d && d->code ? d->code : rlx_diag_set(d, RLX_ERR_DEVICE, "backend %s: allocation of %zu bytes failed", m->be->name, bytes);
             e->owned[i] = e->ptrs[i] = buf;
+            m->buffer_bytes += bytes;
             if (vd->kind == RLX_VALUE_CONST) {
                 int rc = m->be->upload ? m->be->upload(m->be_ctx, buf, gv->data, bytes, d) : (memcpy(buf, gv->data, bytes), 0);
                 if (rc) return rc;
@@ -68,7 +69,10 @@ void rg_exec_free(rlx_model *m, rg_exec *e)
     if (!e) return;
     if (e->exe && m->be->release) m->be->release(m->be_ctx, e->exe);
     for (uint32_t i = 0; e->owned && i < e->plan.n_values; i++)
-        if (e->owned[i]) m->be->free(m->be_ctx, e->owned[i]);
+        if (e->owned[i]) {
+            m->be->free(m->be_ctx, e->owned[i]);
+            m->buffer_bytes -= (size_t)rlx_shape_numel(&e->plan.values[i].shape) * rlx_dtype_size(e->plan.values[i].dtype);
+        }
     free(e->owned);
     free(e->ptrs);
     rg_plan_free(&e->plan);
@@ -103,6 +107,9 @@ static int compile(rlx_model *m, int phase, int64_t T, int64_t ctx, const rg_var
         e->owned = calloc(e->plan.n_values + 1, sizeof *e->owned);
         if (!e->ptrs || !e->owned) rc = rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     }
+    /* everything this program and the running session's KV cache still need, against what
+     * the device has, before the first weight is uploaded */
+    if (!rc) rc = rg_mem_check(m, &e->plan, e->g, m->run_states, 1, d);
     if (!rc) rc = bind_fixed(m, e, d);
     if (!rc) {
         rc = m->be->compile(m->be_ctx, &e->prog, &e->exe, d);

@@ -17,7 +17,7 @@ int rg_pass_outputs(rg_graph *g)
         int need = g->values[v].kind != RG_TEMP || g->values[v].producer < 0;
         if (!need) {
             const rg_node *p = &g->nodes[g->values[v].producer];
-            need = is_op(p, "rlx.reshape") || is_op(p, "rlx.cache_write");
+            need = is_op(p, "rlx.reshape") || is_op(p, "rlx.cache_write") || is_op(p, "rlx.cache_write_rows");
         }
         for (uint32_t j = 0; j < i && !need; j++) need = g->outputs[j].value == v;
         if (!need) continue;
@@ -30,7 +30,10 @@ int rg_pass_outputs(rg_graph *g)
 }
 
 /* a node whose effect is not its output: keep it even when nothing reads it */
-static int has_side_effect(const rg_node *n) { return is_op(n, "rlx.cache_write"); }
+static int has_side_effect(const rg_node *n)
+{
+    return is_op(n, "rlx.cache_write") || is_op(n, "rlx.cache_write_rows");
+}
 
 void rg_pass_dce(rg_graph *g, rg_stats *st)
 {

@@ -1,5 +1,5 @@
 /* Program construction and arena planning. reshape disappears (its output aliases its
- * input); cache_write's output aliases the state it writes. Every TEMP gets a 64-byte
+ * input); cache_write's (and cache_write_rows') output aliases the state it writes. Every TEMP gets a 64-byte
  * aligned offset in one arena, reused once its last reader has run (greedy best-fit
  * over the schedule). */
 #include "compile/plan.h"
@@ -98,7 +98,8 @@ int rg_plan_build(const rg_graph *g, rg_plan *p, rlx_diag *d)
         const rg_node *n = &g->nodes[i];
         for (uint32_t j = 0; j < n->n_in; j++) ref[n->in[j]] = 1;
         for (uint32_t j = 0; j < n->n_out; j++) ref[n->out[j]] = 1;
-        if (is_reshape(n) || !strcmp(n->op, "rlx.cache_write")) root[n->out[0]] = root[n->in[0]];
+        if (is_reshape(n) || !strcmp(n->op, "rlx.cache_write") || !strcmp(n->op, "rlx.cache_write_rows"))
+            root[n->out[0]] = root[n->in[0]];
         if (!is_reshape(n)) {
             n_ids += n->n_in + n->n_out;
             n_prog_nodes++;

@@ -274,6 +274,52 @@ static int inf_cache_write(const rg_graph *g, const rg_node *n, rlx_shape *o, in
     return 0;
 }
 
+/* batched decode (build/batch.c): row b of T sits in cache slot slots[b] at pos[b] */
+static int rows_pos_slots(const rg_graph *g, const rg_node *n, uint32_t ip, int64_t T, char *err, size_t len)
+{
+    shape_bufs B;
+    for (uint32_t k = ip; k < ip + 2; k++) {
+        const char *what = k == ip ? "pos" : "slots";
+        if (S(k)->ndim != 1 || S(k)->dims[0] != T)
+            return bad(err, len, "%s %s must be [%lld], one per row", what, ss(S(k), B.b[0]), (long long)T);
+        if (want_i32(g, n, k, what, err, len)) return -1;
+    }
+    return 0;
+}
+
+static int inf_cache_write_rows(const rg_graph *g, const rg_node *n, rlx_shape *o, int *dt, char *err,
+                                size_t len)
+{
+    shape_bufs B;
+    const rlx_shape *c = S(0), *x = S(1);
+    if (c->ndim != 4 || x->ndim != 3 || c->dims[2] != x->dims[1] || c->dims[3] != x->dims[2])
+        return bad(err, len, "cache %s and new %s: need cache [slots, S, nkv, d], new [T, nkv, d]",
+                   ss(c, B.b[0]), ss(x, B.b[1]));
+    if (DT(0) != DT(1))
+        return bad(err, len, "cache is %s but new is %s", rlx_dtype_name(DT(0)), rlx_dtype_name(DT(1)));
+    if (rows_pos_slots(g, n, 2, x->dims[0], err, len)) return -1;
+    o[0] = *c;
+    dt[0] = DT(0);
+    return 0;
+}
+
+static int inf_attention_rows(const rg_graph *g, const rg_node *n, rlx_shape *o, int *dt, char *err,
+                              size_t len)
+{
+    shape_bufs B;
+    const rlx_shape *q = S(0), *k = S(1), *v = S(2);
+    if (q->ndim != 3 || k->ndim != 4 || v->ndim != 4 || k->dims[3] != q->dims[2] || v->dims[0] != k->dims[0] ||
+        v->dims[1] != k->dims[1] || v->dims[2] != k->dims[2] || k->dims[2] == 0 || q->dims[1] % k->dims[2])
+        return bad(err, len,
+                   "q %s, k %s, v %s: need q [T, nh, d], k and v [slots, S, nkv, d] with nh a multiple of nkv",
+                   ss(q, B.b[0]), ss(k, B.b[1]), ss(v, B.b[2]));
+    if (rows_pos_slots(g, n, 3, q->dims[0], err, len)) return -1;
+    o[0] = *q;
+    o[0].dims[2] = v->dims[3];
+    dt[0] = DT(0);
+    return want_float(g, n, 0, "q", err, len);
+}
+
 static int inf_reshape(const rg_graph *g, const rg_node *n, rlx_shape *o, int *dt, char *err,
                        size_t len)
 {
@@ -515,6 +561,8 @@ static const rg_op_def op_table[] = {
     {"rlx.rope", 3, 3, 1, 0, inf_rope, NULL},
     {"rlx.attention", 3, 5, 1, 0, inf_attention, NULL},
     {"rlx.cache_write", 3, 3, 1, 0, inf_cache_write, NULL},
+    {"rlx.attention_rows", 5, 5, 1, 0, inf_attention_rows, NULL},
+    {"rlx.cache_write_rows", 4, 4, 1, 0, inf_cache_write_rows, NULL},
     {"rlx.reshape", 1, 1, 1, 0, inf_reshape, NULL},
     {"rlx.transpose", 1, 1, 1, 0, inf_transpose, NULL},
     {"rlx.concat", 2, 2, 1, 0, inf_concat, NULL},
@@ -577,7 +625,7 @@ int rg_op_normalize(rg_graph *g, uint32_t node)
     rg_node *n = &g->nodes[node];
     const char *op = n->op;
     int rc = 0;
-    if (!strcmp(op, "rlx.attention")) {
+    if (!strcmp(op, "rlx.attention") || !strcmp(op, "rlx.attention_rows")) {
         double d = (double)g->values[n->in[0]].shape.dims[2];
         rc |= set_default_f(n, "scale", 1.0 / sqrt(d));
         rc |= set_default_i(n, "causal", 0);

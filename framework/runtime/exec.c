@@ -62,14 +62,28 @@ static int state_ptr(rlx_model *m, rg_states *st, const rlx_value_desc *vd, void
         return d && d->code ? d->code : rlx_diag_set(d, rc, "state %s: allocation of %zu bytes failed", vd->name, s->bytes);
     }
     st->n++;
+    m->state_bytes += s->bytes;
     *out = s->ptr;
+    return 0;
+}
+
+int rg_states_ensure(rlx_model *m, rg_exec *e, rg_states *st, rlx_diag *d)
+{
+    for (uint32_t i = 0; i < e->plan.n_values; i++) {
+        void *p;
+        int rc = e->plan.values[i].kind == RLX_VALUE_STATE ? state_ptr(m, st, &e->plan.values[i], &p, d) : 0;
+        if (rc) return rc;
+    }
     return 0;
 }
 
 void rg_states_free(rlx_model *m, rg_states *st)
 {
     for (uint32_t i = 0; i < st->n; i++) {
-        m->be->free(m->be_ctx, st->s[i].ptr);
+        if (!st->s[i].borrowed) {
+            m->be->free(m->be_ctx, st->s[i].ptr);
+            m->state_bytes -= st->s[i].bytes;
+        }
         free(st->s[i].name);
     }
     free(st->s);
@@ -85,28 +99,6 @@ const rlx_value_desc *rg_exec_find_io(const rg_exec *e, const char *name, int ou
         if (vd->kind == kind && vd->name && !strcmp(vd->name, name)) return vd;
     }
     return NULL;
-}
-
-/* Host memory a run is about to take (a larger arena, session states not yet made),
- * checked against what is available before any of it is allocated. GPU backends have
- * no memory query in the plugin ABI yet, so only host memory is checked. */
-static int check_memory(rlx_model *m, const rg_plan *p, const rg_states *st, rlx_diag *d)
-{
-    if (strcmp(m->be->name, "cpu") != 0) return 0;
-    uint64_t arena = m->arena && m->arena_cap >= p->arena_bytes ? 0 : p->arena_bytes;
-    uint64_t states = 0;
-    for (uint32_t i = 0; i < p->n_values; i++) {
-        const rlx_value_desc *vd = &p->values[i];
-        if (vd->kind != RLX_VALUE_STATE) continue;
-        uint32_t k = 0;
-        while (k < st->n && strcmp(st->s[k].name, vd->name)) k++;
-        if (k == st->n) states += value_bytes(vd);
-    }
-    if (!states && !arena) return 0;
-    char what[128];
-    snprintf(what, sizeof what, "%s%s%s", states ? "KV cache / session state" : "",
-             states && arena ? " + " : "", arena ? "arena" : "");
-    return rlx__mem_check(what, arena + states, d);
 }
 
 /* An I32 input that an embedding reads as its ids is checked against the table's rows
@@ -142,7 +134,7 @@ static int check_ids(const rg_plan *p, uint32_t vi, const rg_io *in, rlx_diag *d
 int rg_exec_run(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32_t n_in, rlx_diag *d)
 {
     const rg_plan *p = &e->plan;
-    int rc = check_memory(m, p, st, d);
+    int rc = rg_mem_check(m, p, e->g, st, 0, d); /* a new session's states, a larger arena */
     if (!rc) rc = ensure_arena(m, p->arena_bytes, d);
     if (rc) return rc;
     if (e->arena_gen != m->arena_gen) {

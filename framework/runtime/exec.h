@@ -19,4 +19,13 @@ struct rg_exec {
     rg_stats stats;
     uint32_t n_nodes_final;
 };
+/* every state of e's plan in st (allocated where missing) */
+int rg_states_ensure(rlx_model *m, rg_exec *e, rg_states *st, rlx_diag *d);
+/* memory.c: what plan p still needs (fixed: its weights, constants and IO buffers too;
+ * states not in st, or all when st is NULL; a larger arena) against what the device has:
+ * "DEVICE: needs X GiB (weights A + KV cache B + arena C), Y GiB available" before any
+ * of it is taken. Backends without mem_info (ABI < 1.2) are checked on host memory only
+ * when their buffers are host memory. */
+int rg_mem_check(rlx_model *m, const rg_plan *p, const rg_graph *g, const rg_states *st, int fixed,
+                 rlx_diag *d);
 #endif

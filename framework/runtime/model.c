@@ -283,6 +283,7 @@ RLX_API void rlx_model_close(rlx_model *m)
     if (!m) return;
     for (uint32_t i = 0; i < m->n_exec; i++) rg_exec_free(m, m->exec[i]);
     free(m->exec);
+    rg_pool_free(m);
     if (m->be && m->arena) m->be->free(m->be_ctx, m->arena);
     rg_model_free_weights(m);
     if (m->be && m->be_ctx && m->be->teardown) m->be->teardown(m->be_ctx);

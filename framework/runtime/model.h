@@ -54,6 +54,11 @@ struct rlx_model {
      * its collectives meet the other ranks' in group tp_group */
     int tp_rank, tp_ranks;
     int64_t tp_group;
+    /* memory.c: what is on the device now, for rlx_model_memory and the checks */
+    uint64_t state_bytes;   /* session states (KV caches) of every open session */
+    uint64_t buffer_bytes;  /* constants and IO staging of the compiled programs */
+    const struct rg_states *run_states; /* the states of the session being run (compile counts the rest) */
+    struct rg_pool *pool; /* batch.c: the cache slots of sessions that decoded together */
 };
 
 /* Session-owned persistent buffers (KV caches), by name. */
@@ -63,6 +68,7 @@ typedef struct rg_state {
     rlx_shape shape;
     void *ptr;
     size_t bytes;
+    int borrowed; /* ptr is the session's slot in the model's batch pool (batch.c) */
 } rg_state;
 
 typedef struct rg_states {
@@ -75,7 +81,13 @@ struct rlx_session {
     int64_t ctx;
     int64_t pos;
     rg_states st;
+    int64_t slot1; /* 1 + its slot in m->pool (batch.c), 0: none */
 };
+
+/* batch.c: a session leaves its pool slot (its states were borrowed from it); the pool
+ * itself goes with the model */
+void rg_pool_leave(rlx_session *s);
+void rg_pool_free(rlx_model *m);
 
 /* min(max_position_embeddings, 4096) */
 int64_t rg_default_ctx(const rlx_model *m);

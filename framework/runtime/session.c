@@ -24,6 +24,7 @@ RLX_API void rlx_session_free(rlx_session *s)
 {
     if (!s) return;
     pthread_mutex_lock(&s->m->mu);
+    rg_pool_leave(s);
     rg_states_free(s->m, &s->st);
     pthread_mutex_unlock(&s->m->mu);
     free(s);
@@ -99,7 +100,9 @@ static int run(rlx_session *s, int phase, const int32_t *ids, int64_t n, int64_t
                int64_t *rows, int64_t *vocab, rlx_diag *d)
 {
     pthread_mutex_lock(&s->m->mu);
+    s->m->run_states = &s->st; /* a compile counts only the states this session lacks */
     int rc = run_locked(s, phase, ids, n, T, last, logits, rows, vocab, d);
+    s->m->run_states = NULL;
     pthread_mutex_unlock(&s->m->mu);
     return rc;
 }

@@ -15,6 +15,8 @@
  * ABI 1.1: arch plugins own their model types (rlx_arch.configure, class_names); the
  * host hands plugins raw config.json lookups (config_*), the config of the flow being
  * built (flow_config / ctx_config) and block composition (emit_block).
+ * ABI 1.2: backends may report device memory (rlx_backend.mem_info) and measure their
+ * ceilings (rlx_backend.measure_ceilings), both optional.
  */
 #ifndef RLX_PLUGIN_H
 #define RLX_PLUGIN_H
@@ -27,7 +29,7 @@ extern "C" {
 #endif
 
 #define RLX_ABI_MAJOR 1
-#define RLX_ABI_MINOR 1
+#define RLX_ABI_MINOR 2
 
 #define RLX_PLUGIN_ENTRY rlx_plugin_init
 #define RLX_PLUGIN_ENTRY_NAME "rlx_plugin_init"
@@ -247,6 +249,26 @@ enum {
     RLX_BACKEND_HOST_MEMORY = 1u << 0 /* buffers are host pointers: weights may be used in place */
 };
 
+/* Device memory now (ABI 1.2, rlx_backend.mem_info). */
+typedef struct rlx_mem_info {
+    uint32_t struct_size;
+    uint64_t free_bytes;  /* what an allocation may still take */
+    uint64_t total_bytes;
+    char device[128];     /* the device named as users know it: "cuda:0 NVIDIA H100 80GB HBM3" */
+} rlx_mem_info;
+
+/* Ceilings of the device measured now (ABI 1.2, rlx_backend.measure_ceilings). The caller
+ * sets the GEMM shape C[m,n] = A[m,k]·B[k,n] and dtype; the backend fills the rates it
+ * measured (0: not measured). */
+typedef struct rlx_ceilings {
+    uint32_t struct_size;
+    int64_t gemm_m, gemm_k, gemm_n;
+    int32_t dtype;        /* rlx_dtype of A and B (accumulation in f32) */
+    double copy_gb_per_s; /* device-to-device copy, bytes read + written per second / 1e9 */
+    double gemm_gflops;
+    char gemm_library[64]; /* "cuBLAS (libcublas.so.13, ...)", "own" */
+} rlx_ceilings;
+
 typedef struct rlx_backend {
     uint32_t struct_size;
     const char *name; /* "cpu", "cuda", "rocm" */
@@ -271,6 +293,13 @@ typedef struct rlx_backend {
     int (*sync)(void *be, rlx_diag *d);
     void (*release)(void *be, void *exe);
     void (*teardown)(void *be);
+
+    /* ---- ABI 1.2 ---- */
+    /* Optional (NULL: unknown; the host then checks only host memory). Free and total
+     * bytes of the device be runs on, and its name. */
+    int (*mem_info)(void *be, rlx_mem_info *out, rlx_diag *d);
+    /* Optional (NULL: none reported). Copy bandwidth and GEMM rate, measured now. */
+    int (*measure_ceilings)(void *be, rlx_ceilings *io, rlx_diag *d);
 } rlx_backend;
 
 /* ---------------------------------------------------------------- blocks */

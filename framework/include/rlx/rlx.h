@@ -238,6 +238,39 @@ int rlx_session_prefill(rlx_session *s, const int32_t *ids, int64_t n, float *al
 /* One token through the decode graph (length 1, KV cache). logits: [vocab] */
 int rlx_session_decode(rlx_session *s, int32_t id, float *logits, rlx_diag *d);
 
+/* B sessions of one model (same context length, distinct) decode one token each in one
+ * step: one program over B rows, each row attending to its own KV cache at its own
+ * position (lengths may differ). ids: [B]; logits: [B, vocab] or NULL. Row b equals what
+ * rlx_session_decode(s[b], ids[b]) gives. A session's cache moves into a slot of the
+ * model's batch pool at its first batched step and stays there (single steps use it too). */
+int rlx_session_decode_batch(rlx_session **s, int B, const int32_t *ids, float *logits, rlx_diag *d);
+
+/* What a model holds on its backend's device now, and what the device has left. The
+ * same figures decide, before any weight is uploaded or kernel runs, whether a program
+ * and its KV cache fit: "DEVICE: needs X GiB (...), Y GiB available" otherwise. */
+typedef struct rlx_memory {
+    uint64_t weights_bytes;   /* bound weights (host backends: mmapped ones included) */
+    uint64_t kv_cache_bytes;  /* session states (KV caches) of the open sessions */
+    uint64_t arena_bytes;     /* intermediates, shared by the programs */
+    uint64_t buffer_bytes;    /* constants and input/output staging */
+    uint64_t free_bytes;      /* what the device has left (0: unknown) */
+    uint64_t total_bytes;     /* 0: unknown */
+    char device[128];         /* "cuda:0 NVIDIA H100 80GB HBM3", "cpu (host memory)" */
+} rlx_memory;
+int rlx_model_memory(rlx_model *m, rlx_memory *out, rlx_diag *d);
+/* The device's ceilings measured now by the model's backend (rlx-bench's same-run
+ * reference on GPUs): device-to-device copy bandwidth (read + written bytes / s, in GB/s)
+ * and the GEMM rate of C[M,N] = A[M,K]·W[N,K]ᵀ in dtype (GFLOP/s), and the library that
+ * ran it. RLX_ERR_UNSUPPORTED when the backend measures none (the CPU: rlx-bench measures
+ * the host itself). */
+typedef struct rlx_ceiling_figures {
+    double copy_gb_per_s;
+    double gemm_gflops;
+    char gemm_library[64];
+} rlx_ceiling_figures;
+int rlx_model_measure_ceilings(rlx_model *m, int64_t M, int64_t K, int64_t N, int dtype, rlx_ceiling_figures *out,
+                               rlx_diag *d);
+
 /* One forward pass with named inputs (a safetensors file's tensors) to named outputs
  * (HF names: logits, last_hidden_state, ...). */
 int rlx_model_forward(rlx_model *m, const rlx_weights *inputs, rlx_st_writer *outputs, rlx_diag *d);

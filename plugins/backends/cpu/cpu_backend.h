@@ -75,6 +75,7 @@ typedef struct cpu_node {
     int64_t T, S, nh, nkv, hd, rot; /* attention / rope / cache_write */
     int32_t pos_in, mask_in, bias_in; /* optional inputs (-1: absent) */
     int bin_op, flag, causal;
+    int rows_mode; /* attention_rows: one query row per sequence, own cache slot and pos */
     int64_t window;
     float fa, fb;       /* scale / value / cap / eps / softcap */
     int64_t outer, inner, a_ax, b_ax, start; /* concat / slice / last_row */
@@ -105,6 +106,8 @@ typedef struct cpu_op_def {
 /* cpu_ops.c: the op table and shared compile helpers */
 const cpu_op_def *cpu_op_find(const char *name);
 extern const char *cpu_op_names[];
+/* cpu_mem.c: MemAvailable / MemTotal */
+int cpu_mem_info(void *be, rlx_mem_info *out, rlx_diag *d);
 void cpu_ops_init(void); /* fills cpu_op_names; before the host reads the descriptor */
 const rlx_value_desc *cpu_val(const cpu_compile_ctx *c, uint32_t input_slot); /* NULL if absent */
 const rlx_value_desc *cpu_out(const cpu_compile_ctx *c, uint32_t output_slot);
@@ -151,9 +154,9 @@ CPU_OP(binary) CPU_OP(unary) CPU_OP(gated)
 /* cpu_k_norm.c */
 CPU_OP(softmax) CPU_OP(rms_norm) CPU_OP(layer_norm) CPU_OP(add_rms_norm)
 /* cpu_k_attention.c */
-CPU_OP(attention) CPU_OP(rope)
+CPU_OP(attention) CPU_OP(attention_rows) CPU_OP(rope)
 /* cpu_k_data.c */
-CPU_OP(embedding) CPU_OP(cache_write) CPU_OP(transpose) CPU_OP(concat) CPU_OP(slice)
+CPU_OP(embedding) CPU_OP(cache_write) CPU_OP(cache_write_rows) CPU_OP(transpose) CPU_OP(concat) CPU_OP(slice)
 CPU_OP(last_row) CPU_OP(copy) CPU_OP(cast)
 /* cpu_k_spatial.c */
 CPU_OP(conv2d) CPU_OP(group_norm) CPU_OP(upsample)

@@ -89,7 +89,8 @@ int cpu_prep_attention(const cpu_compile_ctx *c, cpu_node *nd)
  * without pos, all S keys (encoders, cross-attention); causal and window narrow it. */
 static void row_range(const cpu_node *nd, int64_t p, int64_t t, int64_t *lo, int64_t *hi)
 {
-    *hi = nd->pos_in >= 0 ? p + nd->T : nd->S;
+    /* attention_rows: one query row per sequence (T of the row is 1) */
+    *hi = nd->pos_in >= 0 ? p + (nd->rows_mode ? 1 : nd->T) : nd->S;
     if (nd->causal && p + t + 1 < *hi) *hi = p + t + 1;
     *lo = nd->window > 0 && p + t - nd->window + 1 > 0 ? p + t - nd->window + 1 : 0;
 }
@@ -97,6 +98,7 @@ static void row_range(const cpu_node *nd, int64_t p, int64_t t, int64_t *lo, int
 typedef struct attn_job {
     const cpu_run *r;
     int64_t p, q_blocks;
+    int64_t kv_base; /* first key row: the slot's cache in attention_rows, else 0 */
     const float *q; /* f32 (a copy when q is 16-bit) */
     float *o;       /* f32 (converted after when the output is 16-bit) */
 } attn_job;
@@ -164,7 +166,7 @@ static void attn_rows(const attn_job *j, int64_t t, int64_t h0, int G, float *ws
     memset(acc, 0, (size_t)(G * d) * sizeof *acc);
     for (int64_t jb = jlo; jb < jhi; jb += KEY_BLOCK) {
         int64_t nbk = jhi - jb < KEY_BLOCK ? jhi - jb : KEY_BLOCK, ldk, ldv;
-        const float *K = kv_rows(r, 1, jb, nbk, kvh, kvbuf, &ldk);
+        const float *K = kv_rows(r, 1, j->kv_base + jb, nbk, kvh, kvbuf, &ldk);
         qk_rows(isa, q, d, G, K, ldk, nbk, d, nd->fa, sc);
         int live = 0;
         for (int g = 0; g < G; g++) {
@@ -187,7 +189,7 @@ static void attn_rows(const attn_job *j, int64_t t, int64_t h0, int G, float *ws
             m[g] = m_new;
         }
         if (!live) continue;
-        const float *V = kv_rows(r, 2, jb, nbk, kvh, kvbuf + KEY_BLOCK * d, &ldv);
+        const float *V = kv_rows(r, 2, j->kv_base + jb, nbk, kvh, kvbuf + KEY_BLOCK * d, &ldv);
         pv_rows(isa, sc, G, V, ldv, nbk, d, acc);
     }
     for (int g = 0; g < G; g++) {
@@ -322,7 +324,7 @@ int cpu_run_attention(const cpu_run *r)
                         "cpu: node %u (rlx.attention): pos %lld + %lld query rows is past the %lld key rows",
                         nd->index, (long long)p, (long long)nd->T, (long long)nd->S);
     if (nd->T == 0 || nd->nh == 0 || nd->hd == 0) return 0;
-    attn_job j = {r, p, (nd->T + QUERY_BLOCK - 1) / QUERY_BLOCK, CPU_F(r, 0), CPU_O(r, 0)};
+    attn_job j = {r, p, (nd->T + QUERY_BLOCK - 1) / QUERY_BLOCK, 0, CPU_F(r, 0), CPU_O(r, 0)};
     int64_t n = nd->T * nd->nh * nd->hd;
     float *sh = r->shared;
     if (nd->dt[0] != RLX_F32) {
@@ -336,6 +338,106 @@ int cpu_run_attention(const cpu_run *r)
     else
         cpu_parallel(r, nd->nh * j.q_blocks, attn_task, &j);
     if (nd->dt[3] != RLX_F32) cpu_from_f32(r, nd->dt[3], j.o, r->vp[nd->out[0]], n);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- attention_rows */
+
+/* q [T, nh, d], k and v [slots, S, nkv, d], pos and slots [T]: query row b attends to keys
+ * 0..pos[b] of cache slot slots[b], each (row, head) exactly as rlx.attention's decode row */
+int cpu_prep_attention_rows(const cpu_compile_ctx *c, cpu_node *nd)
+{
+    if (cpu_need(c, 5, 5, 1)) return RLX_ERR_INVALID;
+    const rlx_value_desc *q = cpu_val(c, 0), *k = cpu_val(c, 1), *v = cpu_val(c, 2), *o = cpu_out(c, 0);
+    const rlx_value_desc *pos = cpu_val(c, 3), *slots = cpu_val(c, 4);
+    if (cpu_need_float(c, q, "q") || cpu_need_float(c, k, "k") || cpu_need_float(c, v, "v") ||
+        cpu_need_float(c, o, "the output"))
+        return RLX_ERR_INVALID;
+    if (q->shape.ndim != 3 || k->shape.ndim != 4 || v->shape.ndim != 4)
+        return cpu_bad(c, "q must be [T, heads, head_dim], k and v [slots, S, kv_heads, head_dim]");
+    nd->T = q->shape.dims[0];
+    nd->nh = q->shape.dims[1];
+    nd->hd = q->shape.dims[2];
+    nd->nb = k->shape.dims[0]; /* slots */
+    nd->S = k->shape.dims[1];
+    nd->nkv = k->shape.dims[2];
+    for (int i = 0; i < 4; i++)
+        if (v->shape.dims[i] != k->shape.dims[i] || (i == 3 && k->shape.dims[3] != nd->hd))
+            return cpu_bad(c, "k and v must both be [%lld, %lld, kv_heads, %lld]", (long long)nd->nb,
+                           (long long)nd->S, (long long)nd->hd);
+    if (nd->nkv <= 0 || nd->nh % nd->nkv != 0)
+        return cpu_bad(c, "%lld query heads are not a multiple of %lld kv heads", (long long)nd->nh,
+                       (long long)nd->nkv);
+    if (cpu_numel(&o->shape) != nd->T * nd->nh * nd->hd) return cpu_bad(c, "output must have q's shape");
+    if (pos->dtype != RLX_I32 || slots->dtype != RLX_I32 || cpu_numel(&pos->shape) != nd->T ||
+        cpu_numel(&slots->shape) != nd->T)
+        return cpu_bad(c, "pos and slots must be i32 [%lld]", (long long)nd->T);
+    nd->dt[0] = q->dtype;
+    nd->dt[1] = k->dtype;
+    nd->dt[2] = v->dtype;
+    nd->dt[3] = o->dtype;
+    nd->pos_in = c->node->inputs[3];
+    nd->in_dtype = RLX_I32;
+    nd->rows_mode = 1;
+    nd->causal = 1;
+    double scale, softcap;
+    if (cpu_attr_float(c, "scale", nd->hd > 0 ? 1.0 / sqrt((double)nd->hd) : 1.0, &scale) ||
+        cpu_attr_int(c, "window", 0, &nd->window) || cpu_attr_float(c, "softcap", 0.0, &softcap))
+        return RLX_ERR_INVALID;
+    if (nd->window < 0) return cpu_bad(c, "window must be >= 0");
+    if (softcap < 0) return cpu_bad(c, "softcap must be >= 0");
+    nd->fa = (float)scale;
+    nd->fb = (float)softcap;
+    /* attn_row's scores, accumulator and 16-bit key/value rows, as rlx.attention sizes them */
+    nd->scratch_floats = (size_t)(QUERY_BLOCK * KEY_BLOCK + QUERY_BLOCK * nd->hd + 2 * QUERY_BLOCK);
+    if (nd->dt[1] != RLX_F32 || nd->dt[2] != RLX_F32) nd->scratch_floats += (size_t)(2 * KEY_BLOCK * nd->hd);
+    nd->shared_floats = (size_t)((nd->dt[0] != RLX_F32) + (nd->dt[3] != RLX_F32)) * (size_t)(nd->T * nd->nh * nd->hd);
+    return 0;
+}
+
+typedef struct rows_job {
+    attn_job base;
+    const int32_t *pos, *slots;
+} rows_job;
+
+static void rows_task(void *arg, int64_t task, int worker)
+{
+    const rows_job *rj = arg;
+    const cpu_node *nd = rj->base.r->nd;
+    int64_t b = task / nd->nh, h = task % nd->nh;
+    attn_job j = rj->base;
+    j.p = rj->pos[b];
+    j.kv_base = (int64_t)rj->slots[b] * nd->S;
+    j.q += b * nd->nh * nd->hd;
+    j.o += b * nd->nh * nd->hd;
+    float *ws = j.r->scratch + (size_t)worker * j.r->scratch_stride;
+    attn_rows(&j, 0, h, 1, ws, ws + ROWS_FLOATS(nd->hd));
+}
+
+int cpu_run_attention_rows(const cpu_run *r)
+{
+    const cpu_node *nd = r->nd;
+    const int32_t *pos = r->vp[nd->in[3]], *slots = r->vp[nd->in[4]];
+    for (int64_t b = 0; b < nd->T; b++) {
+        if (slots[b] < 0 || slots[b] >= nd->nb)
+            return cpu_fail(r->d, RLX_ERR_INVALID, "cpu: node %u (rlx.attention_rows): row %lld: slot %d outside [0, %lld)",
+                            nd->index, (long long)b, slots[b], (long long)nd->nb);
+        if (pos[b] < 0 || pos[b] >= nd->S)
+            return cpu_fail(r->d, RLX_ERR_INVALID, "cpu: node %u (rlx.attention_rows): row %lld: pos %d outside [0, %lld)",
+                            nd->index, (long long)b, pos[b], (long long)nd->S);
+    }
+    if (nd->T == 0 || nd->nh == 0 || nd->hd == 0) return 0;
+    rows_job j = {{r, 0, 1, 0, CPU_F(r, 0), CPU_O(r, 0)}, pos, slots};
+    int64_t n = nd->T * nd->nh * nd->hd;
+    float *sh = r->shared;
+    if (nd->dt[0] != RLX_F32) {
+        cpu_to_f32(r, nd->dt[0], r->vp[nd->in[0]], sh, n);
+        j.base.q = sh;
+        sh += n;
+    }
+    if (nd->dt[3] != RLX_F32) j.base.o = sh;
+    cpu_parallel(r, nd->T * nd->nh, rows_task, &j);
+    if (nd->dt[3] != RLX_F32) cpu_from_f32(r, nd->dt[3], j.base.o, r->vp[nd->out[0]], n);
     return 0;
 }
 

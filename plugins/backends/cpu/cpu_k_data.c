@@ -139,6 +139,46 @@ int cpu_run_cache_write(const cpu_run *r)
     return 0;
 }
 
+/* cache [slots, S, ...] <- new [T, ...]: row b into slot slots[b] at pos[b] */
+int cpu_prep_cache_write_rows(const cpu_compile_ctx *c, cpu_node *nd)
+{
+    if (cpu_need(c, 4, 4, 1)) return RLX_ERR_INVALID;
+    const rlx_value_desc *cache = cpu_val(c, 0), *nw = cpu_val(c, 1), *o = cpu_out(c, 0);
+    const rlx_value_desc *pos = cpu_val(c, 2), *slots = cpu_val(c, 3);
+    if (same_dtype_out(c, nd, cache)) return RLX_ERR_INVALID;
+    if (nw->dtype != cache->dtype) return cpu_bad(c, "new rows and the cache differ in dtype");
+    if (cache->shape.ndim < 2 || nw->shape.ndim < 1) return cpu_bad(c, "cache must be [slots, S, ...], new [T, ...]");
+    nd->nb = cache->shape.dims[0];
+    nd->S = cache->shape.dims[1];
+    nd->T = nw->shape.dims[0];
+    nd->cols = nd->nb && nd->S ? cpu_numel(&cache->shape) / (nd->nb * nd->S) : 0;
+    if (cpu_numel(&nw->shape) != nd->T * nd->cols)
+        return cpu_bad(c, "new rows must be [T, ...] with rows of the cache's %lld elements", (long long)nd->cols);
+    if (pos->dtype != RLX_I32 || slots->dtype != RLX_I32 || cpu_numel(&pos->shape) != nd->T ||
+        cpu_numel(&slots->shape) != nd->T)
+        return cpu_bad(c, "pos and slots must be i32 [%lld]", (long long)nd->T);
+    if (cpu_numel(&o->shape) != cpu_numel(&cache->shape)) return cpu_bad(c, "output must have the cache's shape");
+    return 0;
+}
+
+int cpu_run_cache_write_rows(const cpu_run *r)
+{
+    const cpu_node *nd = r->nd;
+    const int32_t *pos = r->vp[nd->in[2]], *slots = r->vp[nd->in[3]];
+    size_t row = (size_t)nd->cols * nd->esize;
+    char *cache = r->vp[nd->in[0]];
+    const char *nw = r->vp[nd->in[1]];
+    for (int64_t b = 0; b < nd->T; b++) {
+        if (slots[b] < 0 || slots[b] >= nd->nb || pos[b] < 0 || pos[b] >= nd->S)
+            return cpu_fail(r->d, RLX_ERR_INVALID,
+                            "cpu: node %u (rlx.cache_write_rows): row %lld: slot %d, pos %d outside [0, %lld) x [0, %lld)",
+                            nd->index, (long long)b, slots[b], pos[b], (long long)nd->nb, (long long)nd->S);
+        memcpy(cache + ((size_t)slots[b] * (size_t)nd->S + (size_t)pos[b]) * row, nw + (size_t)b * row, row);
+    }
+    copy_bytes(r, r->vp[nd->out[0]], cache, (size_t)(nd->nb * nd->S) * row);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- transpose */
 
 int cpu_prep_transpose(const cpu_compile_ctx *c, cpu_node *nd)

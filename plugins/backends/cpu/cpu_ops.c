@@ -29,6 +29,8 @@ static const cpu_op_def op_table[] = {
     {"rlx.rope", cpu_prep_rope, cpu_run_rope},
     {"rlx.attention", cpu_prep_attention, cpu_run_attention},
     {"rlx.cache_write", cpu_prep_cache_write, cpu_run_cache_write},
+    {"rlx.attention_rows", cpu_prep_attention_rows, cpu_run_attention_rows},
+    {"rlx.cache_write_rows", cpu_prep_cache_write_rows, cpu_run_cache_write_rows},
     {"rlx.transpose", cpu_prep_transpose, cpu_run_transpose},
     {"rlx.concat", cpu_prep_concat, cpu_run_concat},
     {"rlx.slice", cpu_prep_slice, cpu_run_slice},
@@ -155,15 +157,16 @@ int cpu_need_float(const cpu_compile_ctx *c, const rlx_value_desc *v, const char
 /* Which float dtypes each kernel takes (ints are the kernels' own business):
  *  - matmul, linear_swiglu: x, weights and output each f32, f16 or bf16; bias f32;
  *  - embedding: table and output each f32, f16 or bf16;
- *  - attention: q, k, v, output each f32, f16 or bf16; mask f32;
- *  - data movement (cache_write, transpose, concat, slice, last_row, copy, all_gather): any one
+ *  - attention (and attention_rows): q, k, v, output each f32, f16 or bf16; mask f32;
+ *  - data movement (cache_write(_rows), transpose, concat, slice, last_row, copy, all_gather): any one
  *    dtype for all operands; cast: anything;
  *  - the rest: f32. */
 int cpu_supports_op(const rlx_node_desc *n, const rlx_value_desc *vals)
 {
     if (!n || !n->op || !cpu_op_find(n->op)) return 0;
-    static const char *const any_in[] = {"rlx.matmul", "rlx.linear_swiglu", "rlx.embedding", "rlx.attention", NULL};
-    static const char *const same[] = {"rlx.cache_write", "rlx.transpose", "rlx.concat", "rlx.slice",
+    static const char *const any_in[] = {"rlx.matmul", "rlx.linear_swiglu", "rlx.embedding", "rlx.attention",
+                                         "rlx.attention_rows", NULL};
+    static const char *const same[] = {"rlx.cache_write", "rlx.cache_write_rows", "rlx.transpose", "rlx.concat", "rlx.slice",
                                        "rlx.last_row", "rlx.copy", "rlx.all_gather", NULL};
     if (!strcmp(n->op, "rlx.cast")) return 1;
     int kind = 0;

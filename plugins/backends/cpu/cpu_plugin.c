@@ -407,7 +407,7 @@ static void cpu_teardown(void *bep)
 static const char *const cpu_dtypes[] = {"f32", "f16", "bf16", NULL};
 
 static const rlx_backend cpu_backend_desc = {
-    .struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_backend, teardown),
+    .struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_backend, measure_ceilings),
     .name = "cpu",
     .summary = "host CPU: OpenBLAS sgemm, own AVX2/FMA kernels, hwloc-placed worker pool",
     .priority = 0,
@@ -426,6 +426,8 @@ static const rlx_backend cpu_backend_desc = {
     .sync = cpu_sync,
     .release = cpu_release,
     .teardown = cpu_teardown,
+    .mem_info = cpu_mem_info,
+    .measure_ceilings = NULL, /* rlx-bench measures the host's itself */
 };
 
 static const rlx_backend *const cpu_backends[] = {&cpu_backend_desc};

@@ -2,6 +2,7 @@
  * compiled program = a list of kernel launches resolved from the graph at compile time,
  * run in order on one stream (optionally captured once as a CUDA/HIP graph). */
 #include "gpu_kernels.h"
+#include "gpu_mem.h"
 #include "gpu_spatial.h"
 #include "gpu_vendor.h"
 #include "rlx/plugin.h"
@@ -40,6 +41,7 @@ enum gpu_op {
     OP_LAST_ROW, OP_COPY, OP_CAST, OP_SWIGLU, OP_GEGLU_TANH, OP_ADD_RMS_NORM, OP_LINEAR_SWIGLU,
     OP_CONV2D, OP_GROUP_NORM, OP_UPSAMPLE,
     OP_BMM, OP_RELU, OP_SIN, OP_COS, /* k_bmm.cu */
+    OP_ATTN_ROWS, OP_CACHE_ROWS,     /* k_attn_rows.cu: batched decode */
     OP_COUNT
 };
 
@@ -98,6 +100,8 @@ static constexpr gpu_opdef op_defs[] = {
     {OP_RELU, "rlx.relu", 1, 1, 1, 0},
     {OP_SIN, "rlx.sin", 1, 1, 1, 0},
     {OP_COS, "rlx.cos", 1, 1, 1, 0},
+    {OP_ATTN_ROWS, "rlx.attention_rows", 5, 5, 1, H | S | OPF_CHECKS},
+    {OP_CACHE_ROWS, "rlx.cache_write_rows", 4, 4, 1, L | S | OPF_CHECKS},
 };
 #undef H
 #undef L
@@ -311,6 +315,62 @@ static const char *dt_name(int dt)
  * in its own dtype (an op added later is f32-only until its kernel reads 16 bits) */
 static int half_ok(int op) { return (op_defs[op].flags & OPF_HALF) != 0; }
 
+/* ---------------------------------------------------------------- batched decode rows */
+
+/* rlx.attention_rows: q [T,nh,d], k/v [P,S,nkv,d] (attn.T/nh/d/S/nkv, nb = P);
+ * rlx.cache_write_rows: cache [P,S,...] (nb = P, rows = S, n = row elements), new [T,...]
+ * (k = T); pos and slots [T] I32 in both */
+static int rows_build(const rlx_node_desc *nd, const rlx_value_desc *vals, gpu_step *st, rlx_diag *d)
+{
+    const rlx_value_desc *x = &vals[st->in[0]], *k = &vals[st->in[1]], *y = &vals[st->out[0]];
+    int att = st->op == OP_ATTN_ROWS, ip = att ? 3 : 2;
+    const rlx_value_desc *c = att ? k : x;
+    char why[160] = "";
+    for (int i = 0; i < st->n_in; i++)
+        st->dti[i] = vals[st->in[i]].dtype;
+    st->dto[0] = y->dtype;
+    for (int i = ip; i < ip + 2; i++)
+        if (vals[st->in[i]].dtype != RLX_I32 || numel(&vals[st->in[i]]) != (att ? x->shape.dims[0] : k->shape.dims[0]))
+            snprintf(why, sizeof why, "pos and slots must be I32 with one entry per row");
+    if (c->shape.ndim < 2 || !c->shape.dims[0] || !c->shape.dims[1])
+        snprintf(why, sizeof why, "the cache is not [slots, S, ...]");
+    if (!why[0] && att) {
+        const rlx_value_desc *v = &vals[st->in[2]];
+        gpu_attn *a = &st->attn;
+        a->T = (int)x->shape.dims[0];
+        a->nh = (int)x->shape.dims[1];
+        a->d = (int)x->shape.dims[2];
+        st->nb = k->shape.dims[0];
+        a->S = (int)k->shape.dims[1];
+        a->nkv = (int)k->shape.dims[2];
+        if (x->shape.ndim != 3 || k->shape.ndim != 4 || v->shape.ndim != 4 || k->shape.dims[3] != a->d ||
+            memcmp(v->shape.dims, k->shape.dims, 4 * sizeof k->shape.dims[0]) || a->nkv <= 0 || a->nh % a->nkv)
+            snprintf(why, sizeof why, "q, k, v are not [T,nh,d], [slots,S,nkv,d] (nh a multiple of nkv)");
+        else if (a->d > GPU_ATTN_MAX_D)
+            snprintf(why, sizeof why, "head dim %d > %d", a->d, GPU_ATTN_MAX_D);
+        else if (!is_flt(x->dtype) || !is_flt(k->dtype) || !is_flt(v->dtype) || !is_flt(y->dtype))
+            snprintf(why, sizeof why, "q, k, v and the output must be f32, f16 or bf16");
+        a->scale = (float)attr_float(nd, "scale", 1.0 / sqrt((double)a->d));
+        a->window = (int)attr_int(nd, "window", 0);
+        a->softcap = (float)attr_float(nd, "softcap", 0);
+    } else if (!why[0]) {
+        st->nb = x->shape.dims[0];
+        st->rows = x->shape.dims[1];
+        st->n = numel(x) / (st->nb * st->rows);
+        st->k = k->shape.ndim ? k->shape.dims[0] : 0;
+        if (st->k * st->n != numel(k) || numel(y) != numel(x))
+            snprintf(why, sizeof why, "new rows are not cache rows");
+        else if (!esize(x->dtype) || k->dtype != x->dtype || y->dtype != x->dtype)
+            snprintf(why, sizeof why, "cache, new rows and output must share one dtype");
+    }
+    if (!why[0])
+        return 0;
+    set_diag(d, RLX_ERR_INVALID, "%s (node %d): %s", nd->op, st->node, why);
+    return -1;
+}
+
+static void rows_run(gpu_be *be, const gpu_step *st, void *const *vp, gpuError_t *e);
+
 /* Validates node idx and fills st; 0 on success, else a diag naming the op and node. */
 static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *vals,
                       uint32_t n_vals, gpu_step *st, rlx_diag *d)
@@ -353,6 +413,8 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
     }
     if (st->n_in < od->min_in || st->n_in > od->max_in)
         FAIL(RLX_ERR_INVALID, "%d inputs, expected %d to %d", st->n_in, od->min_in, od->max_in);
+    if (st->op == OP_ATTN_ROWS || st->op == OP_CACHE_ROWS)
+        return rows_build(nd, vals, st, d);
     const rlx_value_desc *x = &vals[st->in[0]], *y = &vals[st->out[0]];
     const rlx_value_desc *in1 = st->n_in > 1 ? &vals[st->in[1]] : NULL;
     /* dtypes: ids and positions i32; layout ops (cache_write's rows too) move 2- or 4-byte
@@ -1581,6 +1643,10 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
             gpu_cache_write(s, y, b, (const int32_t *)vp[st->in[2]], st->rows, st->nb, st->n, es,
                             be->err_dev, st->node);
         break;
+    case OP_ATTN_ROWS:
+    case OP_CACHE_ROWS:
+        rows_run(be, st, vp, &e);
+        break;
     case OP_TRANSPOSE:
         gpu_transpose(s, a, y, st->n, &st->perm, es);
         break;
@@ -1771,12 +1837,70 @@ static int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d)
     if (w[0] == GPU_ERR_EMBED_ID)
         set_diag(d, RLX_ERR_INVALID, "rlx.embedding (node %d): id %d outside [0, %lld)", w[2],
                  w[1], st ? (long long)st->nb : -1LL);
+    else if (w[0] == GPU_ERR_ROW_SLOT)
+        set_diag(d, RLX_ERR_INVALID, "%s (node %d): row %d: its slot or position is outside the %lld slots of %lld rows",
+                 st && st->op == OP_ATTN_ROWS ? "rlx.attention_rows" : "rlx.cache_write_rows", w[2], w[1],
+                 st ? (long long)st->nb : -1LL, st ? (long long)(st->op == OP_ATTN_ROWS ? st->attn.S : st->rows) : -1LL);
     else
         set_diag(d, RLX_ERR_INVALID,
                  "rlx.cache_write (node %d): rows %d..%lld are outside the cache's %lld rows",
                  w[2], w[1], st ? (long long)w[1] + st->nb - 1 : -1LL,
                  st ? (long long)st->rows : -1LL);
     return RLX_ERR_INVALID;
+}
+
+/* ---------------------------------------------------------------- batched decode rows */
+
+static void rows_run(gpu_be *be, const gpu_step *st, void *const *vp, gpuError_t *e)
+{
+    if (st->op == OP_ATTN_ROWS) {
+        gpu_attn_rows a;
+        a.q = gpu_ten{vp[st->in[0]], st->dti[0]};
+        a.k = gpu_ten{vp[st->in[1]], st->dti[1]};
+        a.v = gpu_ten{vp[st->in[2]], st->dti[2]};
+        a.o = gpu_ten{vp[st->out[0]], st->dto[0]};
+        a.pos = (const int32_t *)vp[st->in[3]];
+        a.slots = (const int32_t *)vp[st->in[4]];
+        a.T = st->attn.T;
+        a.P = (int)st->nb;
+        a.S = st->attn.S;
+        a.nh = st->attn.nh;
+        a.nkv = st->attn.nkv;
+        a.d = st->attn.d;
+        a.scale = st->attn.scale;
+        a.softcap = st->attn.softcap;
+        a.window = st->attn.window;
+        gpu_attention_rows(be->stream, &a, be->err_dev, st->node);
+        return;
+    }
+    int es = esize(st->dto[0]);
+    void *y = vp[st->out[0]];
+    if (y != vp[st->in[0]]) /* the output aliases the cache; a separate buffer gets a copy */
+        *e = gpuMemcpyAsync(y, vp[st->in[0]], (size_t)(st->nb * st->rows * st->n) * es, gpuMemcpyDeviceToDevice,
+                            be->stream);
+    if (*e == gpuSuccess)
+        gpu_cache_write_rows(be->stream, y, vp[st->in[1]], (const int32_t *)vp[st->in[2]],
+                             (const int32_t *)vp[st->in[3]], st->nb, st->rows, st->k, st->n, es, be->err_dev,
+                             st->node);
+}
+
+/* ---------------------------------------------------------------- ABI 1.2 (gpu_mem.cu) */
+
+static int gpu_mem_info(void *bep, rlx_mem_info *out, rlx_diag *d)
+{
+    char err[256];
+    int rc = gpu_mem_query(((gpu_be *)bep)->device, out, err, sizeof err);
+    if (rc) set_diag(d, rc, "%s", err);
+    return rc;
+}
+
+static int gpu_measure_ceilings(void *bep, rlx_ceilings *io, rlx_diag *d)
+{
+    gpu_be *be = (gpu_be *)bep;
+    char err[256];
+    int rc = gpu_ceilings(be->device, be->stream, be->blas, io, err, sizeof err);
+    if (rc) set_diag(d, rc, "%s", err);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- plugin */
@@ -1788,7 +1912,7 @@ static int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d)
 #endif
 
 static const rlx_backend backend = {
-    (uint32_t)RLX_STRUCT_SIZE(rlx_backend, teardown),
+    (uint32_t)RLX_STRUCT_SIZE(rlx_backend, measure_ceilings),
     RLX_GPU_VENDOR,
     BE_SUMMARY,
     100,
@@ -1807,6 +1931,8 @@ static const rlx_backend backend = {
     gpu_sync,
     gpu_release,
     gpu_teardown,
+    gpu_mem_info,
+    gpu_measure_ceilings,
 };
 
 static const rlx_backend *const backends[] = {&backend};

@@ -24,7 +24,7 @@ enum gpu_unary_op { GU_SCALE, GU_ADD_SCALAR, GU_SILU, GU_GELU, GU_GELU_TANH, GU_
 enum gpu_binary_op { GB_ADD, GB_SUB, GB_MUL, GB_SWIGLU, GB_GEGLU_TANH };
 
 /* Device-side execute errors: the first failing kernel records {code, value, node}. */
-enum { GPU_ERR_NONE = 0, GPU_ERR_EMBED_ID = 1, GPU_ERR_CACHE_ROWS = 2 };
+enum { GPU_ERR_NONE = 0, GPU_ERR_EMBED_ID = 1, GPU_ERR_CACHE_ROWS = 2, GPU_ERR_ROW_SLOT = 3 };
 
 void gpu_unary_t(gpuStream_t s, int op, gpu_ten x, gpu_ten y, int64_t n, float p);
 /* b has nb elements and broadcasts over the leading dims of a (n % nb == 0) */
@@ -117,6 +117,20 @@ void gpu_attn_mma(gpuStream_t s, const gpu_attn *a);
 /* splits for a decode attention of T rows over up to S keys; floats of scratch it needs */
 int gpu_attn_splits(int T, int S, int nh, int d, int sms);
 int64_t gpu_attn_part_floats(int T, int nh, int d, int nsplit);
+
+/* k_attn_rows.cu: batched decode. Row t of q [T, nh, d] is the new token of the sequence
+ * in slot slots[t] of k, v [P, S, nkv, d], at position pos[t] (keys 0..pos[t]); a slot or
+ * position out of range records GPU_ERR_ROW_SLOT with the row. */
+typedef struct gpu_attn_rows {
+    gpu_ten q, k, v, o;
+    const int32_t *pos, *slots;
+    int T, P, S, nh, nkv, d;
+    float scale, softcap;
+    int window;
+} gpu_attn_rows;
+void gpu_attention_rows(gpuStream_t s, const gpu_attn_rows *a, int *err, int node);
+void gpu_cache_write_rows(gpuStream_t s, void *cache, const void *x, const int32_t *pos, const int32_t *slots,
+                          int64_t P, int64_t S, int64_t T, int64_t row_elems, int esize, int *err, int node);
 
 /* Own tiled GEMM, row-major, any float dtypes. b_nk=1: C[M,N] = A[M,K]·B[N,K]ᵀ;
  * b_nk=0: C = A·B[K,N]. */

@@ -238,8 +238,25 @@ static void stub_teardown(void *be)
     if (impl) impl->teardown(be);
 }
 
+/* ABI 1.2 members: forwarded when the implementation has them */
+static int impl_has(size_t field_end) { return impl && impl->struct_size >= field_end; }
+
+static int stub_mem_info(void *be, rlx_mem_info *out, rlx_diag *d)
+{
+    if (!impl_has(RLX_STRUCT_SIZE(rlx_backend, mem_info)) || !impl->mem_info)
+        return fail(d, RLX_ERR_UNSUPPORTED, "%s: the implementation reports no memory", RLX_STUB_NAME);
+    return impl->mem_info(be, out, d);
+}
+
+static int stub_measure_ceilings(void *be, rlx_ceilings *io, rlx_diag *d)
+{
+    if (!impl_has(RLX_STRUCT_SIZE(rlx_backend, measure_ceilings)) || !impl->measure_ceilings)
+        return fail(d, RLX_ERR_UNSUPPORTED, "%s: the implementation measures no ceilings", RLX_STUB_NAME);
+    return impl->measure_ceilings(be, io, d);
+}
+
 static rlx_backend stub = {
-    .struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_backend, teardown),
+    .struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_backend, measure_ceilings),
     .name = RLX_STUB_NAME,
     .summary = RLX_STUB_SUMMARY,
     .priority = 100,
@@ -258,6 +275,8 @@ static rlx_backend stub = {
     .sync = stub_sync,
     .release = stub_release,
     .teardown = stub_teardown,
+    .mem_info = stub_mem_info,
+    .measure_ceilings = stub_measure_ceilings,
 };
 
 static const rlx_backend *const backends[] = {&stub};
