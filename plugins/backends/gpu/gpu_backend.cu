@@ -453,6 +453,9 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
              in1 ? dt_name(in1->dtype) : "-", dt_name(vals[st->out[0]].dtype));
 
     switch ((gpu_op)st->op) {
+    case OP_ATTN_ROWS:
+    case OP_CACHE_ROWS: /* rows_build, above */
+        break;
     case OP_COUNT: /* step_build set a valid op above */
         break;
     case OP_EMBEDDING:
