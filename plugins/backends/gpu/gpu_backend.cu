@@ -3,6 +3,7 @@
  * run in order on one stream (optionally captured once as a CUDA/HIP graph). */
 #include "gpu_kernels.h"
 #include "gpu_spatial.h"
+#include "gpu_tp.h"
 #include "gpu_vendor.h"
 #include "rlx/plugin.h"
 
@@ -40,6 +41,7 @@ enum gpu_op {
     OP_LAST_ROW, OP_COPY, OP_CAST, OP_SWIGLU, OP_GEGLU_TANH, OP_ADD_RMS_NORM, OP_LINEAR_SWIGLU,
     OP_CONV2D, OP_GROUP_NORM, OP_UPSAMPLE,
     OP_BMM, OP_RELU, OP_SIN, OP_COS, /* k_bmm.cu */
+    OP_ALL_REDUCE, OP_ALL_GATHER, /* gpu_tp.cu */
     OP_COUNT
 };
 
@@ -50,7 +52,7 @@ static const char *const op_names[OP_COUNT + 1] = {
     "rlx.attention", "rlx.cache_write", "rlx.transpose", "rlx.concat", "rlx.slice",
     "rlx.last_row", "rlx.copy", "rlx.cast", "rlx.swiglu", "rlx.geglu_tanh", "rlx.add_rms_norm",
     "rlx.linear_swiglu", "rlx.conv2d", "rlx.group_norm", "rlx.upsample_nearest2d",
-    "rlx.bmm", "rlx.relu", "rlx.sin", "rlx.cos", NULL};
+    "rlx.bmm", "rlx.relu", "rlx.sin", "rlx.cos", "rlx.all_reduce", "rlx.all_gather", NULL};
 
 static const char *const dtype_names[] = {"f32", "f16", "bf16", NULL};
 static_assert((int)GDT_F32 == (int)RLX_F32 && (int)GDT_F16 == (int)RLX_F16 &&
@@ -73,6 +75,7 @@ typedef struct gpu_step {
      * at a_off and/or the f32 product in scratch at c_off (bias, SwiGLU, dtype) */
     int gemv, a_cast, c_scratch;
     size_t a_off, c_off;
+    gpu_tp_link tp; /* collectives: the rank, its group and communicator */
 } gpu_step;
 
 typedef struct gpu_exe {
@@ -87,6 +90,7 @@ typedef struct gpu_exe {
     gpuGraphExec_t graph;
     int has_graph;
     int decode; /* every matmul has <= GPU_GEMV_MAX_M rows (the profile's phase) */
+    int coll;   /* has collectives: connected at the first execute, before a capture */
 } gpu_exe;
 
 typedef struct gpu_be {
@@ -250,10 +254,10 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
     }
     static const int8_t min_in[] = {
         2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 2, 3, 3, 3, 3, 1, 2, 1, 1, 1, 1, 2, 2, 3, 3, 2, 3, 1,
-        2, 1, 1, 1};
+        2, 1, 1, 1, 1, 1};
     static const int8_t max_in[] = {
         2, 3, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 2, 3, 3, 5, 3, 1, 2, 1, 1, 1, 1, 2, 2, 3, 3, 3, 3, 1,
-        2, 1, 1, 1};
+        2, 1, 1, 1, 1, 1};
     static_assert(sizeof min_in == OP_COUNT && sizeof max_in == OP_COUNT, "an arity per op");
     if (st->n_in < min_in[st->op] || st->n_in > max_in[st->op])
         FAIL(RLX_ERR_INVALID, "%d inputs, expected %d to %d", st->n_in, min_in[st->op],
@@ -264,7 +268,8 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
      * elements, all operands in one dtype; cast converts among f32/f16/bf16/i32; the rest
      * take each float operand in f32, f16 or bf16 (half_ok) or in f32 */
     int layout = st->op == OP_TRANSPOSE || st->op == OP_CONCAT || st->op == OP_SLICE ||
-                 st->op == OP_LAST_ROW || st->op == OP_COPY || st->op == OP_CACHE_WRITE;
+                 st->op == OP_LAST_ROW || st->op == OP_COPY || st->op == OP_CACHE_WRITE ||
+                 st->op == OP_ALL_REDUCE || st->op == OP_ALL_GATHER;
     const char *flt = half_ok(st->op) ? "f32, f16 or bf16" : "f32";
     for (int i = 0; i < st->n_in; i++) {
         int dt = vals[st->in[i]].dtype;
@@ -541,6 +546,13 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
         if (numel(y) != st->n)
             FAIL(RLX_ERR_INVALID, "output size differs");
         break;
+    case OP_ALL_REDUCE:
+    case OP_ALL_GATHER: {
+        char m[256];
+        if (gpu_coll_plan(nd, x, y, st->op == OP_ALL_GATHER, &st->rows, &st->n, &st->tp, m, sizeof m))
+            FAIL(RLX_ERR_INVALID, "%s", m);
+        break;
+    }
     case OP_CONV2D:
     case OP_GROUP_NORM:
     case OP_UPSAMPLE: {
@@ -556,7 +568,7 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
         st->op != OP_CONCAT && st->op != OP_SLICE && st->op != OP_LAST_ROW &&
         st->op != OP_EMBEDDING && st->op != OP_MATMUL && st->op != OP_MATMUL_NN &&
         st->op != OP_LINEAR_SWIGLU && st->op != OP_CONV2D && st->op != OP_UPSAMPLE &&
-        st->op != OP_BMM && numel(y) != numel(x))
+        st->op != OP_BMM && st->op != OP_ALL_GATHER && numel(y) != numel(x))
         FAIL(RLX_ERR_INVALID, "output has %lld elements, input %lld", (long long)numel(y),
              (long long)numel(x));
     if ((st->op == OP_EMBEDDING && numel(y) != st->rows * st->n) ||
@@ -600,8 +612,13 @@ static int gpu_probe(rlx_backend_probe *out)
         int drv = 0, rt = 0;
         (void)gpuDriverGetVersion(&drv);
         (void)gpuRuntimeGetVersion(&rt);
-        snprintf(p.details, sizeof p.details, "%d device(s); driver %d.%d, runtime %d.%d; matmul: %s",
-                 count, drv / 1000, (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10, gpu_blas_name);
+        int k = snprintf(p.details, sizeof p.details, "%d device(s); driver %d.%d, runtime %d.%d; matmul: %s",
+                         count, drv / 1000, (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10, gpu_blas_name);
+        if (count > 1 && k > 0 && (size_t)k + 2 < sizeof p.details) { /* gpu_tp.cu: for tensor parallelism */
+            p.details[k++] = ';';
+            p.details[k++] = ' ';
+            gpu_tp_peers(count, p.details + k, sizeof p.details - (size_t)k);
+        }
     }
     uint32_t n = out->struct_size && out->struct_size < sizeof p ? out->struct_size : (uint32_t)sizeof p;
     memcpy(out, &p, n);
@@ -692,6 +709,7 @@ static void gpu_teardown(void *bep)
     gpu_be *be = (gpu_be *)bep;
     if (!be)
         return;
+    (void)gpuSetDevice(be->device);
     if (be->stream)
         (void)gpuStreamSynchronize(be->stream);
     gpu_blas_destroy(be->blas);
@@ -719,6 +737,7 @@ static void *gpu_alloc(void *bep, size_t bytes, rlx_diag *d)
     gpu_prof *pf = ((gpu_be *)bep)->prof;
     double t0 = pf ? now_ms() : 0;
     void *p = NULL;
+    (void)gpuSetDevice(((gpu_be *)bep)->device);
     gpuError_t e = gpuMalloc(&p, bytes ? bytes : 256);
     if (pf) {
         pf->alloc_ms += now_ms() - t0;
@@ -743,7 +762,7 @@ static void *gpu_alloc(void *bep, size_t bytes, rlx_diag *d)
 
 static void gpu_free(void *bep, void *ptr)
 {
-    (void)bep;
+    (void)gpuSetDevice(((gpu_be *)bep)->device);
     if (ptr)
         (void)gpuFree(ptr);
 }
@@ -784,6 +803,7 @@ static int gpu_upload(void *bep, void *dst, const void *src, size_t bytes, rlx_d
 {
     gpu_prof *pf = ((gpu_be *)bep)->prof;
     double t0 = pf ? now_ms() : 0;
+    (void)gpuSetDevice(((gpu_be *)bep)->device);
     int rc = gpu_upload_(bep, dst, src, bytes, d);
     if (pf) {
         pf->up_ms += now_ms() - t0;
@@ -799,6 +819,7 @@ static int gpu_download(void *bep, void *dst, const void *src, size_t bytes, rlx
     double t0 = pf ? now_ms() : 0;
     gpu_be *be = (gpu_be *)bep;
     int rc = 0;
+    (void)gpuSetDevice(be->device);
     if (!be->stage)
         rc = copy_sync(be, dst, src, bytes, gpuMemcpyDeviceToHost, "download", d);
     /* through pinned memory: a copy into pageable memory (fresh pages most of all) runs at
@@ -820,6 +841,7 @@ static int gpu_download(void *bep, void *dst, const void *src, size_t bytes, rlx
 static int gpu_sync(void *bep, rlx_diag *d)
 {
     gpu_be *be = (gpu_be *)bep;
+    (void)gpuSetDevice(be->device);
     gpuError_t e = gpuStreamSynchronize(be->stream);
     if (e != gpuSuccess) {
         set_diag(d, RLX_ERR_DEVICE, "sync: %s", gpuGetErrorString(e));
@@ -833,12 +855,14 @@ static int gpu_sync(void *bep, rlx_diag *d)
 
 static void gpu_release(void *bep, void *exep)
 {
-    (void)bep;
+    (void)gpuSetDevice(((gpu_be *)bep)->device);
     gpu_exe *x = (gpu_exe *)exep;
     if (!x)
         return;
     if (x->has_graph)
         (void)gpuGraphExecDestroy(x->graph);
+    for (uint32_t i = 0; x->coll && i < x->n_steps; i++) /* gpu_tp.cu */
+        gpu_tp_release(&x->steps[i].tp);
     if (x->scratch)
         (void)gpuFree(x->scratch);
     free(x->graph_ptrs);
@@ -906,6 +930,12 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
             need = plan_matmul(be, st);
             x->decode = x->decode >= 0 && st->rows <= GPU_GEMV_MAX_M ? 1 : -1;
         }
+        if (st->op == OP_ALL_REDUCE || st->op == OP_ALL_GATHER) { /* gpu_tp.cu */
+            st->tp.device = be->device;
+            x->coll = 1;
+            if (st->op == OP_ALL_GATHER && st->rows > 1)
+                need = (size_t)(st->rows * st->n * st->tp.ranks * esize(st->dto[0]));
+        }
         if (st->op == OP_ATTENTION) {
             gpu_attn *a = &st->attn;
             a->nsplit = gpu_attn_splits(a->T, a->S, a->nh, a->d, be->sms);
@@ -933,6 +963,7 @@ static int gpu_compile(void *bep, const rlx_program *prog, void **out, rlx_diag 
 {
     gpu_prof *pf = ((gpu_be *)bep)->prof;
     double t0 = pf ? now_ms() : 0;
+    (void)gpuSetDevice(((gpu_be *)bep)->device);
     int rc = gpu_compile_(bep, prog, out, d);
     if (pf) {
         pf->compile_ms += now_ms() - t0;
@@ -1104,6 +1135,11 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
     case OP_UPSAMPLE:
         gpu_upsample_nearest(s, &st->conv, (const float *)a, (float *)y);
         break;
+    case OP_ALL_REDUCE:
+    case OP_ALL_GATHER:
+        rc = gpu_coll_run(s, &st->tp, st->op == OP_ALL_GATHER, a, y, x->scratch, st->rows, st->n, st->dto[0],
+                          err, sizeof err);
+        break;
     }
 #undef TI
 #undef TO
@@ -1204,6 +1240,14 @@ static int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d)
 {
     gpu_be *be = (gpu_be *)bep;
     gpu_exe *x = (gpu_exe *)exep;
+    (void)gpuSetDevice(be->device); /* ranks of a tensor-parallel run share a thread at times */
+    for (uint32_t i = 0; x->coll && i < x->n_steps; i++) { /* gpu_tp.cu: outside any capture */
+        char m[384];
+        if (x->steps[i].tp.ranks && gpu_tp_connect(&x->steps[i].tp, m, sizeof m)) {
+            set_diag(d, RLX_ERR_DEVICE, "%s (node %d): %s", op_names[x->steps[i].op], x->steps[i].node, m);
+            return RLX_ERR_DEVICE;
+        }
+    }
     double t0 = be->prof ? now_ms() : 0;
     int rc = be->graphs ? run_graph(be, x, vp, d) : enqueue_all(be, x, vp, d);
     if (be->prof) {
