@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "parity_util.h"
 #include "rlx/rlx.h"
 #include "testutil.h"
@@ -136,8 +138,9 @@ START_TEST(test_bf16_greedy)
 }
 END_TEST
 
-/* the devices the backend's probe lists (0 without the backend) */
-static int devices(void)
+/* the devices the backend's probe lists (0 without the backend), probed in a child: the
+ * tests run forked, and CUDA made ready before a fork does not work in the child */
+static int probe_devices(void)
 {
     rlx_registry *r = NULL;
     if (rlx_registry_open(NULL, &r, NULL)) return 0;
@@ -146,6 +149,14 @@ static int devices(void)
     int n = pb && pb->available ? (int)pb->n_devices : 0;
     rlx_registry_close(r);
     return n;
+}
+
+static int devices(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) _exit(probe_devices());
+    int st = 0;
+    return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) ? WEXITSTATUS(st) : 0;
 }
 
 int main(void)
