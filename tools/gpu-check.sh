@@ -115,7 +115,7 @@ for p in sys.path:
     row "tp-nccl" "${RLX_NCCL_LIBRARY:-libnccl.so.2 (loader path)}; $ngpu GPUs"
     nvidia-smi topo -m 2>&1 | head -8
     ./tools/rlx-plugins info cuda 2>&1 | grep -A2 'details:'
-    run_test tp-parity ./tests/test_tp_gpu
+    run_test tp-parity timeout 240 ./tests/test_tp_gpu
     grep -h 'rel L2\|greedy ids' "$out/tp-parity.log" 2>/dev/null
     cfg=$root/llama-8b-bf16-config.json m8=/tmp/rlx-llama8b
     if want "tp-speed" && [ -f "$cfg" ]; then
@@ -146,7 +146,7 @@ PY
         for devs in 0 0,1; do
             log=$out/tp-bench-$devs.json
             t0=$SECONDS
-            ./tools/rlx-bench --model "$m8" --backend cuda --devices "$devs" --precision bf16 --prefill 512 \
+            timeout 150 ./tools/rlx-bench --model "$m8" --backend cuda --devices "$devs" --precision bf16 --prefill 512 \
                 --decode 128 --reps 3 --json >"$log" 2>"$log.err"
             row "tp-bench --devices $devs" "rc=$? $(tr -d '\n' <"$log" | head -c 400) $(head -c 300 "$log.err") $((SECONDS - t0))s"
         done
