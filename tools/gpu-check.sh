@@ -153,7 +153,8 @@ PY
         python3 - "$out/tp-bench-0.json" "$out/tp-bench-0,1.json" <<'PY' | tee -a "$table"
 import json, sys
 try:
-    a, b = (json.load(open(f)) for f in sys.argv[1:3])
+    # the last JSON line (NCCL_DEBUG prints its version on stdout)
+    a, b = (json.loads([l for l in open(f) if l.startswith("{")][-1]) for f in sys.argv[1:3])
 except Exception as e:
     print("tp-speed                           FAIL (no result: %s)" % e); sys.exit()
 for key, want in (("decode_tokens_per_s", 1.6), ("prefill_tokens_per_s", 1.7)):
