@@ -870,6 +870,11 @@ static void test_layout(gpu *g)
         for (int k = 0; k < 24; k++)
             r[k] = x2.f[k];
         check(g, "copy", "rlx.copy", &x2, 1, &cp, 1, NULL, 0, 0, &r, 1e-12);
+        /* the collectives over one rank are copies (over several: tests/test_tp_gpu) */
+        tens ar = mk(RLX_F32, 2, 6, 4, 0), ag = mk(RLX_F32, 2, 6, 4, 0);
+        rlx_attr one[3] = {RLX_ATTR_I("ranks", 1), RLX_ATTR_I("rank", 0), RLX_ATTR_I("group", 7)};
+        check(g, "all_reduce over 1 rank", "rlx.all_reduce", &x2, 1, &ar, 1, one, 3, 0, &r, 1e-12);
+        check(g, "all_gather over 1 rank", "rlx.all_gather", &x2, 1, &ag, 1, one, 3, 0, &r, 1e-12);
         tens ci = mk(RLX_I32, 2, 6, 4, 0);
         rlx_attr cat = RLX_ATTR_I("dtype", RLX_I32);
         for (int k = 0; k < 24; k++) {
@@ -887,6 +892,8 @@ static void test_layout(gpu *g)
         tfree(&lr);
         tfree(&x2);
         tfree(&cp);
+        tfree(&ar);
+        tfree(&ag);
         tfree(&ci);
         tfree(&cf);
         free(r);

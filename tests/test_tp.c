@@ -161,6 +161,39 @@ START_TEST(test_session_two_ranks)
 }
 END_TEST
 
+/* devices name each rank's device (the CPU backend ignores them), one per rank; a
+ * session's bytes per rank; a reset session starts over */
+START_TEST(test_devices_ranks)
+{
+    char mdir[1024];
+    snprintf(mdir, sizeof mdir, "%s", tu_fixture("llama32-tiny"));
+    rlx_model_options o = opts();
+    rlx_tp *tp = NULL;
+    rlx_diag d;
+    rlx_diag_init(&d);
+    o.devices = "0,1";
+    ck_assert_int_eq(rlx_tp_open(mdir, &o, 3, &tp, &d), RLX_ERR_INVALID);
+    ck_assert_str_eq(d.msg, "--devices 0,1: 2 devices for 3 ranks");
+    ck_assert_msg(rlx_tp_open(mdir, &o, 2, &tp, &d) == 0, "%s", d.msg);
+    rlx_tp_session *s = NULL;
+    ck_assert_msg(rlx_tp_session_new(tp, 16, &s, &d) == 0, "%s", d.msg);
+    static const int32_t ids[] = {1, 2, 3};
+    float a[512], b[512];
+    ck_assert_msg(rlx_tp_session_prefill(s, ids, 3, NULL, a, &d) == 0, "%s", d.msg);
+    ck_assert_msg(rlx_tp_session_decode(s, 4, a, &d) == 0, "%s", d.msg);
+    rlx_tp_session_reset(s);
+    ck_assert_msg(rlx_tp_session_prefill(s, ids, 3, NULL, b, &d) == 0, "%s", d.msg);
+    ck_assert_msg(rlx_tp_session_decode(s, 4, b, &d) == 0, "%s", d.msg);
+    ck_assert(memcmp(a, b, sizeof a) == 0);
+    /* at least the KV cache slice: 3 layers x k,v x 1 kv head x 16 dims x 16 positions x 4 bytes */
+    int64_t n0 = rlx_tp_session_device_bytes(s, 0), n1 = rlx_tp_session_device_bytes(s, 1);
+    ck_assert_msg(n0 >= 3 * 2 * 16 * 16 * 4 && n0 == n1, "%lld %lld bytes", (long long)n0, (long long)n1);
+    ck_assert_int_eq(rlx_tp_session_device_bytes(s, 2), -1);
+    rlx_tp_session_free(s);
+    rlx_tp_close(tp);
+}
+END_TEST
+
 START_TEST(test_devices_parse)
 {
     int dev[4], n = 0;
@@ -223,6 +256,7 @@ int main(void)
     tcase_add_test(c, test_forward_four_ranks_gqa);
     tcase_add_test(c, test_heads_do_not_divide);
     tcase_add_loop_test(c, test_session_two_ranks, 0, 2);
+    tcase_add_test(c, test_devices_ranks);
     tcase_add_test(c, test_devices_parse);
     tcase_add_test(c, test_devices_cli);
     suite_add_tcase(s, c);

@@ -10,6 +10,7 @@
 #                                 everything, prints one table (and writes it to $OUT)
 #
 # GPU_CHECK_ONLY=REGEX (run) runs only the rows whose name matches (e.g. 'conformance|bench'),
+# or tp (tensor parallelism: tp-parity, tp-speed; only where 2 or more GPUs are visible),
 # to spend less device time while iterating; unset, everything runs.
 # GPU_CHECK_INCREMENTAL=1 (pack) rebuilds in the tree of an earlier pack.
 # RLX_GPU_ROOT (default /tmp/rlx-gpu) and RLX_GPU_BUILD (default $RLX_GPU_ROOT/build): where
@@ -122,6 +123,74 @@ if want "mem refuse 188m"; then
     ok=FAIL
     [ $rc = 1 ] && [ "$(wc -l <"$log")" = 1 ] && grep -Eq "$re" "$log" && ok=PASS
     row "mem refuse 188m" "$ok rc=$rc $((SECONDS - t0))s $(head -c 300 "$log")"
+fi
+# tensor parallelism (docs/multi-gpu.md), where 2 or more GPUs are visible: parity of every
+# causal-LM fixture over 2 GPUs against 1, then LLaMA-3-8B widths (random bf16 weights)
+# decode (batch 1) and prefill-512 on 2 GPUs against 1. NVLink multicast stays off.
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "$ngpu" -ge 2 ] && want "tp"; then
+    export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+    if [ -z "${RLX_NCCL_LIBRARY:-}" ]; then # NCCL as PyTorch ships it (pip nvidia-nccl-*)
+        RLX_NCCL_LIBRARY=$(python3 -c 'import glob, os, sys
+for p in sys.path:
+    for f in sorted(glob.glob(os.path.join(p, "nvidia", "**", "libnccl.so*"), recursive=True)):
+        print(f); sys.exit()' 2>/dev/null)
+        export RLX_NCCL_LIBRARY
+    fi
+    row "tp-nccl" "${RLX_NCCL_LIBRARY:-libnccl.so.2 (loader path)}; $ngpu GPUs"
+    nvidia-smi topo -m 2>&1 | head -8
+    ./tools/rlx-plugins info cuda 2>&1 | grep -A2 'details:'
+    run_test tp-parity timeout 240 ./tests/test_tp_gpu
+    grep -h 'rel L2\|greedy ids' "$out/tp-parity.log" 2>/dev/null
+    cfg=$root/llama-8b-bf16-config.json m8=/tmp/rlx-llama8b
+    if want "tp-speed" && [ -f "$cfg" ]; then
+        t0=$SECONDS
+        python3 - "$cfg" "$m8" <<'PY' >"$out/tp-model.log" 2>&1
+import json, os, shutil, sys, torch
+from safetensors.torch import save_file
+cfg, out = sys.argv[1], sys.argv[2]
+c = json.load(open(cfg)); os.makedirs(out, exist_ok=True); shutil.copy(cfg, out + "/config.json")
+H, I, V, L = c["hidden_size"], c["intermediate_size"], c["vocab_size"], c["num_hidden_layers"]
+hd = c.get("head_dim") or H // c["num_attention_heads"]
+q, kv = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
+g = torch.Generator(device="cuda").manual_seed(1)
+r = lambda *s: (torch.randn(*s, generator=g, device="cuda") * 0.02).to(torch.bfloat16).cpu()
+one = lambda n: torch.ones(n, dtype=torch.bfloat16)
+t = {"model.embed_tokens.weight": r(V, H), "model.norm.weight": one(H), "lm_head.weight": r(V, H)}
+for i in range(L):
+    p = f"model.layers.{i}."
+    t.update({p + "input_layernorm.weight": one(H), p + "post_attention_layernorm.weight": one(H),
+              p + "self_attn.q_proj.weight": r(q, H), p + "self_attn.k_proj.weight": r(kv, H),
+              p + "self_attn.v_proj.weight": r(kv, H), p + "self_attn.o_proj.weight": r(H, q),
+              p + "mlp.gate_proj.weight": r(I, H), p + "mlp.up_proj.weight": r(I, H),
+              p + "mlp.down_proj.weight": r(H, I)})
+save_file(t, out + "/model.safetensors")
+print("wrote", sum(v.numel() for v in t.values()), "parameters")
+PY
+        row "tp-model" "rc=$? $(tail -1 "$out/tp-model.log") $((SECONDS - t0))s"
+        for devs in 0 0,1; do
+            log=$out/tp-bench-$devs.json
+            t0=$SECONDS
+            timeout 150 ./tools/rlx-bench --model "$m8" --backend cuda --devices "$devs" --precision bf16 --prefill 512 \
+                --decode 128 --reps 3 --json >"$log" 2>"$log.err"
+            row "tp-bench --devices $devs" "rc=$? $(tr -d '\n' <"$log" | head -c 400) $(head -c 300 "$log.err") $((SECONDS - t0))s"
+        done
+        python3 - "$out/tp-bench-0.json" "$out/tp-bench-0,1.json" <<'PY' | tee -a "$table"
+import json, sys
+try:
+    # the last JSON line (NCCL_DEBUG prints its version on stdout)
+    a, b = (json.loads([l for l in open(f) if l.startswith("{")][-1]) for f in sys.argv[1:3])
+except Exception as e:
+    print("tp-speed                           FAIL (no result: %s)" % e); sys.exit()
+for key, want in (("decode_tokens_per_s", 1.6), ("prefill_tokens_per_s", 1.7)):
+    x = b[key] / a[key] if a[key] else 0
+    print("%-34s %s %.2fx (%.1f -> %.1f tok/s, want >= %.1fx)" % ("tp-speed " + key.split("_")[0],
+          "PASS" if x >= want else "FAIL", x, a[key], b[key], want))
+print("%-34s %s" % ("tp-memory GiB per GPU", " / ".join("%.2f" % (v / 2**30) for v in b["device_bytes"]) +
+      " (1 GPU: %.2f)" % (a["device_bytes"][0] / 2**30)))
+PY
+        rm -rf "$m8"
+    fi
 fi
 # where the time goes: per-op kernel times and host calls (RLX_GPU_PROFILE, graphs off)
 for cfg in llama-188m-config.json llama-1b-config.json; do

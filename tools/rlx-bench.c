@@ -10,6 +10,7 @@
 #include "rlx/rlx.h"
 #include "bench_reference.h"
 #include "bench_sessions.h"
+#include "bench_tp.h"
 #include "run_common.h"
 
 static const char usage[] =
@@ -31,7 +32,8 @@ static const char help[] =
     "                       that does not fit is refused before any work, naming the device\n"
     "  --backend NAME       cpu, cuda, rocm or auto\n"
     "  --threads N          CPU worker threads (0: one per physical core)\n"
-    "  --devices 0,1          GPUs of a tensor-parallel run (docs/multi-gpu.md; not wired yet)\n"
+    "  --devices 0,1        GPUs of a tensor-parallel run, one rank each (docs/multi-gpu.md): prints\n"
+    "                       tok/s and each rank's bytes (JSON: \"devices\", \"device_bytes\"); batch 1\n"
     "  --profile NAME|FILE  compile profile\n"
     "  --policy direct|fusable fusion policy\n"
     "  --precision f32|f16|bf16 compute dtype, overriding the profile's precision.compute\n"
@@ -277,6 +279,10 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
 {
     rlx_model_options mo;
     run_model_options(&a->mf, &mo);
+    if (a->mf.devices) {
+        bench_tp_args ta = {dir, a->mf.devices, a->prefill, a->decode, a->reps, (uint64_t)a->seed, a->json};
+        return bench_tp(&ta, &mo, d);
+    }
     rlx_model *m = NULL;
     if (rlx_model_open(dir, &mo, &m, d) != 0) return 1;
     const rlx_model_config *cfg = rlx_model_get_config(m);

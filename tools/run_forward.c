@@ -20,7 +20,7 @@ static const char help[] =
     "  --backend NAME         cpu, cuda, rocm or auto (default auto)\n"
     "  --profile NAME|FILE    compile profile preset or .rlx.json file\n"
     "  --threads N            CPU worker threads (0: one per physical core)\n"
-    "  --devices 0,1            GPUs of a tensor-parallel run (docs/multi-gpu.md; not wired yet)\n"
+    "  --devices 0,1            validated here; several GPUs run through rlx-bench --devices (docs/multi-gpu.md)\n"
     "  --policy direct|fusable fusion policy, overriding the profile's\n"
     "  --precision f32|f16|bf16 compute dtype, overriding the profile's precision.compute\n"
     "  --mixed none|auto      precision.mixed (auto: only matmul weights in 16 bits)\n"

@@ -59,6 +59,7 @@ struct rlx_model {
     uint64_t buffer_bytes;  /* constants and IO staging of the compiled programs */
     const struct rg_states *run_states; /* the states of the session being run (compile counts the rest) */
     struct rg_pool *pool; /* batch.c: the cache slots of sessions that decoded together */
+    int tp_device; /* >= 0: this rank's GPU (its backend's device), else the profile's */
 };
 
 /* Session-owned persistent buffers (KV caches), by name. */
@@ -108,6 +109,8 @@ void rg_model_free_weights(rlx_model *m);
 
 /* tp.c: --devices (or the profile's backend.cuda.devices) valid for the chosen backend */
 int rg_model_check_devices(rlx_model *m, const char *devices, rlx_diag *d);
+/* model.c: rlx_model_open with the backend on GPU device (-1: the profile's) */
+int rg_model_open_on(const char *dir, const rlx_model_options *opt, int device, rlx_model **out, rlx_diag *d);
 
 /* compile.c: build + passes + legalize + plan + backend compile, cached per shape */
 int rg_model_exec(rlx_model *m, int phase, int64_t T, int64_t ctx, rg_exec **out, rlx_diag *d);

@@ -51,13 +51,17 @@ RLX_API int rlx_tp_open(const char *dir, const rlx_model_options *opt, int ranks
     }
     t->ranks = ranks;
     int64_t group = __atomic_fetch_add(&next_group, 1, __ATOMIC_RELAXED);
-    int rc = 0;
+    int rc = 0, dev[RLX_MAX_DEVICES], n_dev = 0;
     rlx_model_options o;
     rlx_model_options_init(&o);
     if (opt) o = *opt;
+    /* rank r on devices[r] (a GPU backend; the CPU backend ignores it), else on device r */
+    if (o.devices && (rc = rlx_devices_parse(o.devices, dev, RLX_MAX_DEVICES, &n_dev, d)) == 0 && n_dev != ranks)
+        rc = rlx_diag_set(d, RLX_ERR_INVALID, "--devices %s: %d device%s for %d ranks", o.devices, n_dev,
+                          n_dev == 1 ? "" : "s", ranks);
     o.devices = NULL; /* the ranks are this process's threads */
     for (int r = 0; r < ranks && !rc; r++) {
-        rc = rlx_model_open(dir, &o, &t->m[r], d);
+        rc = rg_model_open_on(dir, &o, n_dev ? dev[r] : ranks > 1 ? r : -1, &t->m[r], d);
         if (rc) break;
         if (ranks > 1 && !runs_collectives(t->m[r]->be))
             rc = rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "backend %s: tensor parallelism needs rlx.all_reduce and "
@@ -75,6 +79,21 @@ RLX_API int rlx_tp_open(const char *dir, const rlx_model_options *opt, int ranks
 }
 
 RLX_API int rlx_tp_ranks(const rlx_tp *t) { return t ? t->ranks : 0; }
+
+RLX_API int64_t rlx_tp_session_device_bytes(const rlx_tp_session *s, int rank)
+{
+    if (!s || rank < 0 || rank >= s->t->ranks) return -1;
+    const rlx_model *m = s->t->m[rank];
+    const rlx_session *ss = s->s[rank];
+    int64_t n = (int64_t)m->arena_cap;
+    for (uint32_t i = 0; i < m->n_w; i++) {
+        int64_t e = m->w[i].device ? (int64_t)rlx_dtype_size(m->w[i].dtype) : 0;
+        for (uint32_t k = 0; e && k < m->w[i].shape.ndim; k++) e *= m->w[i].shape.dims[k];
+        n += e;
+    }
+    for (uint32_t i = 0; i < ss->st.n; i++) n += (int64_t)ss->st.s[i].bytes;
+    return n;
+}
 RLX_API rlx_model *rlx_tp_model(rlx_tp *t, int rank) { return t && rank >= 0 && rank < t->ranks ? t->m[rank] : NULL; }
 
 /* ---------------------------------------------------------------- one step on every rank */
@@ -161,6 +180,11 @@ RLX_API void rlx_tp_session_free(rlx_tp_session *s)
     for (int r = 0; s->s && r < s->t->ranks; r++) rlx_session_free(s->s[r]);
     free(s->s);
     free(s);
+}
+
+RLX_API void rlx_tp_session_reset(rlx_tp_session *s)
+{
+    for (int r = 0; s && r < s->t->ranks; r++) rlx_session_reset(s->s[r]);
 }
 
 RLX_API int rlx_tp_session_new(rlx_tp *t, int64_t ctx_len, rlx_tp_session **out, rlx_diag *d)
@@ -287,5 +311,8 @@ int rg_model_check_devices(rlx_model *m, const char *devices, rlx_diag *d)
     if (n > 1 && !runs_collectives(m->be))
         return rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "backend %s: %s: tensor parallelism over GPUs is not wired into "
                             "this backend yet (docs/multi-gpu.md)", m->be->name, list);
+    if (n > 1 && devices) /* one model is one rank: the tensor-parallel runtime opens one per device */
+        return rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "backend %s: %s: a model runs on one device; several run "
+                            "tensor-parallel through rlx_tp_open (rlx-bench --devices)", m->be->name, list);
     return 0;
 }

@@ -202,9 +202,9 @@ typedef struct rlx_model_options {
      * precision.mixed ("none" | "auto"); NULL: the profile's */
     const char *precision;
     const char *mixed;
-    /* "0,1": run over these GPUs (tensor parallelism; profile backend.cuda.devices);
-     * NULL: the profile's. Validated; over several GPUs refused with one line until the
-     * GPU backends run the collectives (docs/multi-gpu.md) */
+    /* "0,1": the GPUs of a tensor-parallel run (rlx_tp_open: rank r on the r-th; profile
+     * backend.cuda.devices); NULL: the profile's. rlx_model_open validates it and refuses
+     * several (one model is one rank; docs/multi-gpu.md) */
     const char *devices;
 } rlx_model_options;
 
@@ -322,6 +322,10 @@ void rlx_tp_session_free(rlx_tp_session *s);
 int rlx_tp_session_prefill(rlx_tp_session *s, const int32_t *ids, int64_t n, float *all_logits,
                            float *last_logits, rlx_diag *d);
 int rlx_tp_session_decode(rlx_tp_session *s, int32_t id, float *logits, rlx_diag *d);
+void rlx_tp_session_reset(rlx_tp_session *s); /* rlx_session_reset on every rank */
+/* bytes rank's backend holds for the model and this session: weights, the activations'
+ * arena, the KV cache slice (-1 outside [0, ranks)) */
+int64_t rlx_tp_session_device_bytes(const rlx_tp_session *s, int rank);
 /* "0,1" (a --devices argument) into out[0..n): distinct ordinals 0..RLX_MAX_DEVICES-1 in
  * the order given; fails naming the bad entry */
 int rlx_devices_parse(const char *s, int *out, int max, int *n, rlx_diag *d);

@@ -4,6 +4,7 @@
 #include "gpu_kernels.h"
 #include "gpu_mem.h"
 #include "gpu_spatial.h"
+#include "gpu_tp.h"
 #include "gpu_vendor.h"
 #include "rlx/plugin.h"
 
@@ -42,6 +43,7 @@ enum gpu_op {
     OP_CONV2D, OP_GROUP_NORM, OP_UPSAMPLE,
     OP_BMM, OP_RELU, OP_SIN, OP_COS, /* k_bmm.cu */
     OP_ATTN_ROWS, OP_CACHE_ROWS,     /* k_attn_rows.cu: batched decode */
+    OP_ALL_REDUCE, OP_ALL_GATHER,    /* gpu_tp.cu */
     OP_COUNT
 };
 
@@ -102,6 +104,8 @@ static constexpr gpu_opdef op_defs[] = {
     {OP_COS, "rlx.cos", 1, 1, 1, 0},
     {OP_ATTN_ROWS, "rlx.attention_rows", 5, 5, 1, H | S | OPF_CHECKS},
     {OP_CACHE_ROWS, "rlx.cache_write_rows", 4, 4, 1, L | S | OPF_CHECKS},
+    {OP_ALL_REDUCE, "rlx.all_reduce", 1, 1, 1, L},
+    {OP_ALL_GATHER, "rlx.all_gather", 1, 1, 1, L | S},
 };
 #undef H
 #undef L
@@ -160,6 +164,7 @@ typedef struct gpu_step {
     int fused_now; /* this execute: the head ran fused, its parts are skipped */
     int head;      /* of an absorbed step, else -1 */
     int priv;      /* in a FUSE_ATTN_IN group: out[0] lives in the group's private scratch */
+    gpu_tp_link tp; /* collectives: the rank, its group and communicator */
 } gpu_step;
 
 /* backend-level fusions (model-agnostic: they match op sequences in the program) */
@@ -198,6 +203,7 @@ typedef struct gpu_exe {
     void **vp2;
     int n_fused[FUSE_COUNT];
     long runs;  /* executes so far (the profile leaves out the first: lazy kernel loading) */
+    int coll;   /* has collectives: connected at the first execute, before a capture */
 } gpu_exe;
 
 typedef struct gpu_be {
@@ -705,6 +711,13 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
         if (numel(y) != st->n)
             FAIL(RLX_ERR_INVALID, "output size differs");
         break;
+    case OP_ALL_REDUCE:
+    case OP_ALL_GATHER: {
+        char m[256];
+        if (gpu_coll_plan(nd, x, y, st->op == OP_ALL_GATHER, &st->rows, &st->n, &st->tp, m, sizeof m))
+            FAIL(RLX_ERR_INVALID, "%s", m);
+        break;
+    }
     case OP_CONV2D:
     case OP_GROUP_NORM:
     case OP_UPSAMPLE: {
@@ -760,8 +773,13 @@ static int gpu_probe(rlx_backend_probe *out)
         int drv = 0, rt = 0;
         (void)gpuDriverGetVersion(&drv);
         (void)gpuRuntimeGetVersion(&rt);
-        snprintf(p.details, sizeof p.details, "%d device(s); driver %d.%d, runtime %d.%d; matmul: %s",
-                 count, drv / 1000, (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10, gpu_blas_name);
+        int k = snprintf(p.details, sizeof p.details, "%d device(s); driver %d.%d, runtime %d.%d; matmul: %s",
+                         count, drv / 1000, (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10, gpu_blas_name);
+        if (count > 1 && k > 0 && (size_t)k + 2 < sizeof p.details) { /* gpu_tp.cu: for tensor parallelism */
+            p.details[k++] = ';';
+            p.details[k++] = ' ';
+            gpu_tp_peers(count, p.details + k, sizeof p.details - (size_t)k);
+        }
     }
     uint32_t n = out->struct_size && out->struct_size < sizeof p ? out->struct_size : (uint32_t)sizeof p;
     memcpy(out, &p, n);
@@ -854,6 +872,7 @@ static void gpu_teardown(void *bep)
     gpu_be *be = (gpu_be *)bep;
     if (!be)
         return;
+    (void)gpuSetDevice(be->device);
     if (be->stream)
         (void)gpuStreamSynchronize(be->stream);
     gpu_blas_destroy(be->blas);
@@ -881,6 +900,7 @@ static void *gpu_alloc(void *bep, size_t bytes, rlx_diag *d)
     gpu_prof *pf = ((gpu_be *)bep)->prof;
     double t0 = pf ? now_ms() : 0;
     void *p = NULL;
+    (void)gpuSetDevice(((gpu_be *)bep)->device);
     gpuError_t e = gpuMalloc(&p, bytes ? bytes : 256);
     if (pf) {
         pf->alloc_ms += now_ms() - t0;
@@ -905,7 +925,7 @@ static void *gpu_alloc(void *bep, size_t bytes, rlx_diag *d)
 
 static void gpu_free(void *bep, void *ptr)
 {
-    (void)bep;
+    (void)gpuSetDevice(((gpu_be *)bep)->device);
     if (ptr)
         (void)gpuFree(ptr);
 }
@@ -946,6 +966,7 @@ static int gpu_upload(void *bep, void *dst, const void *src, size_t bytes, rlx_d
 {
     gpu_prof *pf = ((gpu_be *)bep)->prof;
     double t0 = pf ? now_ms() : 0;
+    (void)gpuSetDevice(((gpu_be *)bep)->device);
     int rc = gpu_upload_(bep, dst, src, bytes, d);
     if (pf) {
         pf->up_ms += now_ms() - t0;
@@ -961,6 +982,7 @@ static int gpu_download(void *bep, void *dst, const void *src, size_t bytes, rlx
     double t0 = pf ? now_ms() : 0;
     gpu_be *be = (gpu_be *)bep;
     int rc = 0;
+    (void)gpuSetDevice(be->device);
     if (!be->stage)
         rc = copy_sync(be, dst, src, bytes, gpuMemcpyDeviceToHost, "download", d);
     /* through pinned memory: a copy into pageable memory (fresh pages most of all) runs at
@@ -982,6 +1004,7 @@ static int gpu_download(void *bep, void *dst, const void *src, size_t bytes, rlx
 static int gpu_sync(void *bep, rlx_diag *d)
 {
     gpu_be *be = (gpu_be *)bep;
+    (void)gpuSetDevice(be->device);
     gpuError_t e = gpuStreamSynchronize(be->stream);
     if (e != gpuSuccess) {
         set_diag(d, RLX_ERR_DEVICE, "sync: %s", gpuGetErrorString(e));
@@ -995,12 +1018,14 @@ static int gpu_sync(void *bep, rlx_diag *d)
 
 static void gpu_release(void *bep, void *exep)
 {
-    (void)bep;
+    (void)gpuSetDevice(((gpu_be *)bep)->device);
     gpu_exe *x = (gpu_exe *)exep;
     if (!x)
         return;
     if (x->has_graph)
         (void)gpuGraphExecDestroy(x->graph);
+    for (uint32_t i = 0; x->coll && i < x->n_steps; i++) /* gpu_tp.cu */
+        gpu_tp_release(&x->steps[i].tp);
     if (x->scratch)
         (void)gpuFree(x->scratch);
     free(x->graph_ptrs);
@@ -1078,6 +1103,12 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
             need = plan_matmul(be, st);
             x->decode = x->decode >= 0 && st->rows <= GPU_GEMV_MAX_M ? 1 : -1;
         }
+        if (st->op == OP_ALL_REDUCE || st->op == OP_ALL_GATHER) { /* gpu_tp.cu */
+            st->tp.device = be->device;
+            x->coll = 1;
+            if (st->op == OP_ALL_GATHER && st->rows > 1)
+                need = (size_t)(st->rows * st->n * st->tp.ranks * esize(st->dto[0]));
+        }
         if (st->op == OP_ATTENTION) {
             gpu_attn *a = &st->attn;
             a->nsplit = gpu_attn_splits(a->T, a->S, a->nh, a->d, be->sms);
@@ -1139,6 +1170,7 @@ static int gpu_compile(void *bep, const rlx_program *prog, void **out, rlx_diag 
 {
     gpu_prof *pf = ((gpu_be *)bep)->prof;
     double t0 = pf ? now_ms() : 0;
+    (void)gpuSetDevice(((gpu_be *)bep)->device);
     int rc = gpu_compile_(bep, prog, out, d);
     if (pf) {
         pf->compile_ms += now_ms() - t0;
@@ -1684,6 +1716,11 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
     case OP_UPSAMPLE:
         gpu_upsample_nearest(s, &st->conv, (const float *)a, (float *)y);
         break;
+    case OP_ALL_REDUCE:
+    case OP_ALL_GATHER:
+        rc = gpu_coll_run(s, &st->tp, st->op == OP_ALL_GATHER, a, y, x->scratch, st->rows, st->n, st->dto[0],
+                          err, sizeof err);
+        break;
     }
 #undef TI
 #undef TO
@@ -1808,6 +1845,14 @@ static int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d)
 {
     gpu_be *be = (gpu_be *)bep;
     gpu_exe *x = (gpu_exe *)exep;
+    (void)gpuSetDevice(be->device); /* ranks of a tensor-parallel run share a thread at times */
+    for (uint32_t i = 0; x->coll && i < x->n_steps; i++) { /* gpu_tp.cu: outside any capture */
+        char m[384];
+        if (x->steps[i].tp.ranks && gpu_tp_connect(&x->steps[i].tp, m, sizeof m)) {
+            set_diag(d, RLX_ERR_DEVICE, "%s (node %d): %s", op_names[x->steps[i].op], x->steps[i].node, m);
+            return RLX_ERR_DEVICE;
+        }
+    }
     double t0 = be->prof ? now_ms() : 0;
     int rc = be->graphs ? run_graph(be, x, vp, d) : enqueue_all(be, x, vp, d);
     if (be->prof) {

@@ -1,6 +1,6 @@
 /* NCCL (NVIDIA) / RCCL (AMD, same API) loaded at run time: no build dependency, a
  * one-line error naming the library when it is missing. Only the calls tensor
- * parallelism needs (docs/multi-gpu.md). Not wired into the GPU backends yet. */
+ * parallelism needs (docs/multi-gpu.md); the GPU backends call them from gpu_tp.cu. */
 #ifndef RLX_NCCL_LOADER_H
 #define RLX_NCCL_LOADER_H
 #include <stddef.h>
@@ -8,7 +8,7 @@
 /* the few NCCL types used, with nccl.h's values (stable since NCCL 2.0) */
 typedef struct ncclComm *rlx_nccl_comm;
 enum { RLX_NCCL_SUCCESS = 0 };
-enum { RLX_NCCL_FLOAT16 = 6, RLX_NCCL_FLOAT32 = 7, RLX_NCCL_BFLOAT16 = 9 }; /* ncclDataType_t */
+enum { RLX_NCCL_INT32 = 2, RLX_NCCL_FLOAT16 = 6, RLX_NCCL_FLOAT32 = 7, RLX_NCCL_BFLOAT16 = 9 }; /* ncclDataType_t */
 enum { RLX_NCCL_SUM = 0 };                                                /* ncclRedOp_t */
 
 typedef struct rlx_nccl {

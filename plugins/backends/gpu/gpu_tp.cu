@@ -1,0 +1,250 @@
+/* rlx.all_reduce / rlx.all_gather over NCCL / RCCL (gpu_tp.h). */
+#include "gpu_tp.h"
+#include "nccl_loader.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#if defined(RLX_GPU_HIP)
+#define gpuMemcpy2DAsync hipMemcpy2DAsync
+#define gpuDeviceCanAccessPeer hipDeviceCanAccessPeer
+#define TP_ROCM 1
+#else
+#define gpuMemcpy2DAsync cudaMemcpy2DAsync
+#define gpuDeviceCanAccessPeer cudaDeviceCanAccessPeer
+#define TP_ROCM 0
+#endif
+
+#define TP_MAX_RANKS 64
+#define TP_WAIT_S 120 /* a rank that never arrives failed or hangs: give up, naming the group */
+
+typedef struct tp_group {
+    int64_t id;
+    int ranks, joined, ready, refs;
+    char err[256]; /* set when the communicators could not be made */
+    int dev[TP_MAX_RANKS];
+    unsigned char in[TP_MAX_RANKS];
+    rlx_nccl_comm comm[TP_MAX_RANKS];
+    struct tp_group *next;
+} tp_group;
+
+/* a group's communicators live while a compiled program of one of its ranks does */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static tp_group *groups;
+static rlx_nccl nccl;
+static int nccl_state; /* 0 not tried, 1 loaded, -1 failed (nccl_err says why) */
+static char nccl_err[256];
+
+static int64_t attr_i(const rlx_node_desc *n, const char *name, int64_t def)
+{
+    for (uint32_t i = 0; i < n->n_attrs; i++)
+        if (n->attrs[i].name && !strcmp(n->attrs[i].name, name))
+            return n->attrs[i].kind == RLX_ATTR_FLOAT ? (int64_t)n->attrs[i].f : n->attrs[i].i;
+    return def;
+}
+
+static int64_t count(const rlx_value_desc *v)
+{
+    int64_t n = 1;
+    for (uint32_t i = 0; i < v->shape.ndim; i++)
+        n *= v->shape.dims[i];
+    return n;
+}
+
+static int esz(int dt) { return dt == RLX_F32 || dt == RLX_I32 ? 4 : dt == RLX_F16 || dt == RLX_BF16 ? 2 : 0; }
+
+int gpu_coll_plan(const rlx_node_desc *nd, const rlx_value_desc *x, const rlx_value_desc *y, int gather,
+                  int64_t *rows, int64_t *cols, gpu_tp_link *l, char *err, size_t len)
+{
+    int64_t ranks = attr_i(nd, "ranks", 1), rank = attr_i(nd, "rank", 0), axis = attr_i(nd, "axis", -1);
+    memset(l, 0, sizeof *l);
+    if (ranks < 1 || ranks > TP_MAX_RANKS || rank < 0 || rank >= ranks) {
+        snprintf(err, len, "rank %lld of %lld ranks (1 to %d ranks)", (long long)rank, (long long)ranks, TP_MAX_RANKS);
+        return -1;
+    }
+    if (x->dtype != y->dtype || !esz(x->dtype) || (!gather && x->dtype == RLX_I32)) {
+        snprintf(err, len, "x and output must have one dtype (%s)", gather ? "f32, f16, bf16 or i32" : "f32, f16 or bf16");
+        return -1;
+    }
+    if (axis < 0)
+        axis += x->shape.ndim;
+    if (gather && axis != (int64_t)x->shape.ndim - 1) {
+        snprintf(err, len, "gathers along the last axis only");
+        return -1;
+    }
+    *cols = gather && x->shape.ndim ? x->shape.dims[x->shape.ndim - 1] : count(x);
+    *rows = *cols ? count(x) / *cols : 0;
+    if (count(y) != count(x) * (gather ? ranks : 1)) {
+        snprintf(err, len, "output must hold %s", gather ? "x of every rank" : "x's shape");
+        return -1;
+    }
+    l->group = attr_i(nd, "group", 0);
+    l->rank = (int)rank;
+    l->ranks = (int)ranks;
+    return 0;
+}
+
+static tp_group *group_get(int64_t id, int ranks)
+{
+    tp_group *g = groups;
+    while (g && g->id != id)
+        g = g->next;
+    if (!g && (g = (tp_group *)calloc(1, sizeof *g))) {
+        g->id = id;
+        g->ranks = ranks;
+        g->next = groups;
+        groups = g;
+    }
+    return g;
+}
+
+/* the last rank to arrive makes every rank's communicator (mu held) */
+static void make_comms(tp_group *g, int my_device)
+{
+    if (!nccl_state) {
+        nccl_state = rlx_nccl_load(&nccl, TP_ROCM, nccl_err, sizeof nccl_err) ? -1 : 1;
+        /* every connection at init: a first collective inside a graph capture must not connect */
+        setenv("NCCL_RUNTIME_CONNECT", "0", 0);
+    }
+    if (nccl_state < 0)
+        snprintf(g->err, sizeof g->err, "%s", nccl_err);
+    else if (rlx_nccl_init_all(&nccl, g->comm, g->ranks, g->dev, g->err, sizeof g->err) == 0)
+        g->ready = 1;
+    (void)gpuSetDevice(my_device); /* ncclCommInitAll visits every device */
+    if (!g->ready && !g->err[0])
+        snprintf(g->err, sizeof g->err, "no communicators");
+}
+
+int gpu_tp_connect(gpu_tp_link *l, char *err, size_t len)
+{
+    if (l->comm || l->ranks == 1)
+        return 0;
+    pthread_mutex_lock(&mu);
+    tp_group *g = group_get(l->group, l->ranks);
+    int rc = 0;
+    if (!g) {
+        snprintf(err, len, "out of memory");
+        rc = -1;
+    } else if (g->ranks != l->ranks) {
+        snprintf(err, len, "group %lld has %d ranks, this rank counts %d", (long long)l->group, g->ranks, l->ranks);
+        rc = -1;
+    } else if (g->in[l->rank] && g->dev[l->rank] != l->device) {
+        snprintf(err, len, "group %lld: rank %d is on device %d and %d", (long long)l->group, l->rank,
+                 g->dev[l->rank], l->device);
+        rc = -1;
+    }
+    if (!rc && !g->in[l->rank]) {
+        g->in[l->rank] = 1;
+        g->dev[l->rank] = l->device;
+        if (++g->joined == g->ranks) {
+            make_comms(g, l->device);
+            pthread_cond_broadcast(&cv);
+        }
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += TP_WAIT_S;
+    while (!rc && !g->ready && !g->err[0])
+        if (pthread_cond_timedwait(&cv, &mu, &until) == ETIMEDOUT) {
+            snprintf(err, len, "rank %d of %d waited %d s for the other ranks of group %lld (one failed or hangs)",
+                     l->rank, l->ranks, TP_WAIT_S, (long long)l->group);
+            rc = -1;
+        }
+    if (!rc && g->err[0]) {
+        snprintf(err, len, "group %lld over %d devices: %s", (long long)l->group, g->ranks, g->err);
+        rc = -1;
+    }
+    if (!rc) {
+        l->comm = g->comm[l->rank];
+        g->refs++;
+    }
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+void gpu_tp_release(gpu_tp_link *l)
+{
+    if (!l->comm)
+        return;
+    l->comm = NULL;
+    pthread_mutex_lock(&mu);
+    tp_group **pg = &groups;
+    while (*pg && (*pg)->id != l->group)
+        pg = &(*pg)->next;
+    tp_group *g = *pg;
+    if (g && --g->refs == 0) { /* every rank's programs are gone: so are its collectives */
+        *pg = g->next;
+        for (int r = 0; r < g->ranks; r++) {
+            (void)gpuSetDevice(g->dev[r]);
+            (void)nccl.comm_destroy(g->comm[r]);
+        }
+        (void)gpuSetDevice(l->device);
+        free(g);
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+static int nccl_dtype(int dt)
+{
+    return dt == RLX_F32 ? RLX_NCCL_FLOAT32 : dt == RLX_F16 ? RLX_NCCL_FLOAT16 : dt == RLX_BF16 ? RLX_NCCL_BFLOAT16
+                                                                                            : RLX_NCCL_INT32;
+}
+
+int gpu_coll_run(gpuStream_t s, const gpu_tp_link *l, int gather, const void *x, void *y, void *scratch,
+                 int64_t rows, int64_t cols, int dt, char *err, size_t len)
+{
+    size_t es = (size_t)esz(dt), n = (size_t)(rows * cols);
+    gpuError_t e = gpuSuccess;
+    int rc = RLX_NCCL_SUCCESS;
+    if (l->ranks == 1) {
+        if (x != y && n)
+            e = gpuMemcpyAsync(y, x, n * es, gpuMemcpyDeviceToDevice, s);
+    } else if (!l->comm) {
+        snprintf(err, len, "rank %d of group %lld has no communicator", l->rank, (long long)l->group);
+        return -1;
+    } else if (!gather) {
+        rc = nccl.all_reduce(x, y, n, nccl_dtype(dt), RLX_NCCL_SUM, (rlx_nccl_comm)l->comm, (void *)s);
+    } else if (rows <= 1) {
+        rc = nccl.all_gather(x, y, n, nccl_dtype(dt), (rlx_nccl_comm)l->comm, (void *)s);
+    } else {
+        /* [ranks][rows][cols] in scratch, then each rank's block into its columns */
+        rc = nccl.all_gather(x, scratch, n, nccl_dtype(dt), (rlx_nccl_comm)l->comm, (void *)s);
+        size_t w = (size_t)cols * es;
+        for (int k = 0; k < l->ranks && rc == RLX_NCCL_SUCCESS && e == gpuSuccess; k++)
+            e = gpuMemcpy2DAsync((char *)y + (size_t)k * w, w * (size_t)l->ranks, (const char *)scratch + (size_t)k * n * es,
+                                 w, w, (size_t)rows, gpuMemcpyDeviceToDevice, s);
+    }
+    if (rc != RLX_NCCL_SUCCESS) {
+        snprintf(err, len, "%s: %s", nccl.name, nccl.get_error_string(rc));
+        return -1;
+    }
+    if (e != gpuSuccess) {
+        snprintf(err, len, "%s", gpuGetErrorString(e));
+        (void)gpuGetLastError();
+        return -1;
+    }
+    return 0;
+}
+
+void gpu_tp_peers(int n, char *out, size_t len)
+{
+    size_t k = 0;
+    out[0] = 0;
+    for (int a = 0; a < n && a < TP_MAX_RANKS; a++)
+        for (int b = 0; b < n && b < TP_MAX_RANKS; b++) {
+            int can = 0;
+            if (a == b || k + 32 >= len)
+                continue;
+            if (gpuDeviceCanAccessPeer(&can, a, b) != gpuSuccess) {
+                (void)gpuGetLastError();
+                can = -1;
+            }
+            k += (size_t)snprintf(out + k, len - k, "%s%d->%d %s", k ? ", " : "peer access ", a, b,
+                                  can < 0 ? "?" : can ? "yes" : "no");
+        }
+}
