@@ -438,6 +438,7 @@ static int read_bool(cur *c, int *v)
 static int read_added_one(cur *c, tk_buf *tmp, tk_added *a)
 {
     static const char *const keys[] = {"content", "id", "special", "normalized", "lstrip", "rstrip", "single_word"};
+    static const size_t klen[] = {7, 2, 7, 10, 6, 6, 11};
     int *flags[] = {NULL, NULL, &a->special, &a->normalized, &a->lstrip, &a->rstrip, &a->single_word};
     unsigned seen = 0;
     int64_t id = -1;
@@ -453,7 +454,7 @@ static int read_added_one(cur *c, tk_buf *tmp, tk_added *a)
         ws(c);
         if (raw_str(c, &k, &kn, &esc) || esc) return -1;
         for (int i = 0; i < 7; i++)
-            if (strlen(keys[i]) == kn && !memcmp(keys[i], k, kn)) w = i;
+            if (klen[i] == kn && !memcmp(keys[i], k, kn)) w = i;
         if (w < 0 || (seen & 1u << w)) return -1;
         seen |= 1u << w;
         ws(c);
@@ -518,18 +519,6 @@ int tk_fast_added(const char *buf, size_t len, tk_added **added, size_t *n, char
     }
     const char *v0 = c.p;
     if (c.p >= c.e || *c.p != '[') return -1;
-    /* a second "added_tokens" later in the file: jansson's duplicate error */
-    cur after = c;
-    if (skip_value(&after, 1, NULL) || u8_check((const uint8_t *)v0, (size_t)(after.p - v0))) return -1;
-    for (cur r = after;;) {
-        ws(&r);
-        if (r.p >= r.e || *r.p != ',') break;
-        r.p++;
-        ws(&r);
-        if (raw_str(&r, &s, &sn, &esc) || (!esc && sn == 12 && !memcmp(s, "added_tokens", 12))) return -1;
-        ws(&r);
-        if (r.p >= r.e || *r.p++ != ':' || skip_value(&r, 1, NULL)) return -1;
-    }
     size_t cap = 16, k = 0;
     tk_added *a = calloc(cap, sizeof *a);
     tk_buf tmp = {0};
@@ -558,6 +547,18 @@ int tk_fast_added(const char *buf, size_t len, tk_added **added, size_t *n, char
             else rc = -1;
         }
     tk_buf_free(&tmp);
+    /* valid UTF-8 as jansson requires, and no second "added_tokens" later in the file
+     * (jansson's duplicate error) */
+    if (!rc && u8_check((const uint8_t *)v0, (size_t)(c.p - v0))) rc = -1;
+    for (cur r = c; !rc;) {
+        ws(&r);
+        if (r.p >= r.e || *r.p != ',') break;
+        r.p++;
+        ws(&r);
+        if (raw_str(&r, &s, &sn, &esc) || (!esc && sn == 12 && !memcmp(s, "added_tokens", 12))) rc = -1;
+        ws(&r);
+        if (rc || r.p >= r.e || *r.p++ != ':' || skip_value(&r, 1, NULL)) rc = -1;
+    }
     char *r = rc ? NULL : malloc(len - (size_t)(c.p - v0) + 3);
     if (!r) {
         free_added(a, k);
