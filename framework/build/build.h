@@ -11,6 +11,7 @@
 typedef struct rg_variant {
     uint64_t absent;
     int64_t scalar[RG_VARIANT_INPUTS];
+    int64_t last_row; /* 1: the caller reads one row of output logits (rg_pass_last_row) */
 } rg_variant;
 
 typedef struct rg_build_env {

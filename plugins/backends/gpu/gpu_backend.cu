@@ -84,7 +84,7 @@ static constexpr gpu_opdef op_defs[] = {
     {OP_TRANSPOSE, "rlx.transpose", 1, 1, 1, L | S},
     {OP_CONCAT, "rlx.concat", 2, 2, 1, L | S},
     {OP_SLICE, "rlx.slice", 1, 1, 1, L | S},
-    {OP_LAST_ROW, "rlx.last_row", 1, 1, 1, L | S},
+    {OP_LAST_ROW, "rlx.last_row", 1, 2, 1, L | S},
     {OP_COPY, "rlx.copy", 1, 1, 1, L},
     {OP_CAST, "rlx.cast", 1, 1, 1, 0},
     {OP_SWIGLU, "rlx.swiglu", 2, 2, 1, H},
@@ -628,6 +628,9 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
         if (numel(x) < st->n || numel(y) != st->n)
             FAIL(RLX_ERR_INVALID, "x is not [T,H] with T >= 1");
         st->k = numel(x) - st->n;
+        st->rows = st->n ? numel(x) / st->n : 0;
+        if (in1 && (in1->dtype != RLX_I32 || numel(in1) != 1))
+            FAIL(RLX_ERR_INVALID, "row is not one i32");
         break;
     case OP_COPY:
     case OP_CAST:
@@ -1588,8 +1591,11 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
         gpu_slice(s, a, y, st->rows, st->nb, st->k, st->n, es);
         break;
     case OP_LAST_ROW:
-        e = gpuMemcpyAsync(y, (const char *)a + (size_t)st->k * es, (size_t)st->n * es,
-                           gpuMemcpyDeviceToDevice, s);
+        if (st->n_in == 2)
+            gpu_take_row(s, a, (const int32_t *)b, y, st->rows, st->n, es);
+        else
+            e = gpuMemcpyAsync(y, (const char *)a + (size_t)st->k * es, (size_t)st->n * es,
+                               gpuMemcpyDeviceToDevice, s);
         break;
     case OP_COPY:
         if (st->n)
