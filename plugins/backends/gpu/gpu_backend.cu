@@ -1365,8 +1365,7 @@ static int fuse_steps(gpu_exe *x, const rlx_program *prog)
         } else if (a->op == OP_MATMUL && a->gemv) {
             while (np + 1 < GPU_GEMV_SEGS && i + np + 1 < n) {
                 const gpu_step *o = &x->steps[i + np + 1];
-                if (o->op != OP_MATMUL || !o->gemv || o->in[0] != a->in[0] || o->rows != a->rows ||
-                    o->k != a->k || o->dti[1] != a->dti[1] || made_in(x, i, i + np + 1, o->in[1]) ||
+                if (!is_gemv_of(o, a) || made_in(x, i, i + np + 1, o->in[1]) ||
                     (o->n_in == 3 && made_in(x, i, i + np + 1, o->in[2])))
                     break;
                 np++;
