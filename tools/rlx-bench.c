@@ -318,9 +318,11 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
         double d_tps = dm > 0 ? (double)(N * B) * 1e3 / dm : 0;
         double lp = linear_params(cfg);
         double hd = cfg->head_dim > 0 ? (double)cfg->head_dim : (double)cfg->hidden_size / (double)cfg->num_heads;
-        /* 2 flops per weight per token + causal attention (QK and PV over T/2 keys on average) */
+        /* 2 flops per layer weight per token + causal attention (QK and PV over T/2 keys on
+         * average); the vocabulary projection runs on the last row only (rg_pass_last_row) */
         double attn = 4.0 * (double)cfg->num_layers * (double)cfg->num_heads * hd * (double)T / 2.0;
-        double gflops = p_tps * (2.0 * lp + attn) / 1e9;
+        double head = (double)cfg->vocab_size * (double)cfg->hidden_size;
+        double gflops = pm > 0 ? (double)B * ((double)T * (2.0 * (lp - head) + attn) + 2.0 * head) / (pm * 1e6) : 0;
         /* weights streamed once per decode token (in the compute dtype), plus the K/V cache read */
         double kv = 2.0 * (double)cfg->num_layers * (double)(cfg->num_kv_heads > 0 ? cfg->num_kv_heads : cfg->num_heads) *
                     hd * ((double)T + (double)N / 2.0);

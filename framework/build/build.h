@@ -11,6 +11,7 @@
 typedef struct rg_variant {
     uint64_t absent;
     int64_t scalar[RG_VARIANT_INPUTS];
+    int64_t last_row; /* 1: the caller reads one row of output logits (rg_pass_last_row) */
     /* batched decode (runtime/batch.c): > 0: the T rows are T sequences, each in its own
      * cache slot of a pool of this many (states get a leading slot dim, pos is [T], input
      * batch_slots [T] says each row's slot; build/batch.c); 0: one sequence */

@@ -39,5 +39,8 @@ int rg_pass_f32_outputs(rg_graph *g, rg_stats *st, rlx_diag *d);
  * rank, group). Run right after the build. Fails naming the tensor and the count that does
  * not divide. */
 int rg_pass_partition(rg_graph *g, int rank, int ranks, int64_t group, rlx_diag *d);
+/* last_row.c: output `output` [T, N] becomes its row out_row ([1] i32, a new input), taken
+ * as early as row-local ops allow (so the last norm and projection see one row). */
+int rg_pass_last_row(rg_graph *g, const char *output, int64_t T, rlx_diag *d);
 int rg_legalize(rg_graph *g, const rlx_backend *be, int unfuse, rg_stats *st, rlx_diag *d);
 #endif

@@ -410,6 +410,8 @@ static int inf_last_row(const rg_graph *g, const rg_node *n, rlx_shape *o, int *
 {
     shape_bufs B;
     if (S(0)->ndim != 2 || S(0)->dims[0] < 1) return bad(err, len, "x %s must be [T, H]", ss(S(0), B.b[0]));
+    if (n->n_in == 2 && (DT(1) != RLX_I32 || rlx_shape_numel(S(1)) != 1))
+        return bad(err, len, "row %s must be one i32", ss(S(1), B.b[0]));
     o[0] = *S(0);
     o[0].dims[0] = 1;
     dt[0] = DT(0);
@@ -565,7 +567,7 @@ static const rg_op_def op_table[] = {
     {"rlx.transpose", 1, 1, 1, 0, inf_transpose, NULL},
     {"rlx.concat", 2, 2, 1, 0, inf_concat, NULL},
     {"rlx.slice", 1, 1, 1, 0, inf_slice, NULL},
-    {"rlx.last_row", 1, 1, 1, 0, inf_last_row, NULL},
+    {"rlx.last_row", 1, 2, 1, 0, inf_last_row, NULL},
     {"rlx.copy", 1, 1, 1, 0, inf_copy, NULL},
     {"rlx.cast", 1, 1, 1, 0, inf_cast, NULL},
     {"rlx.conv2d", 2, 3, 1, 0, inf_conv2d, NULL},

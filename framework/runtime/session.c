@@ -57,20 +57,24 @@ static int64_t bucket(int64_t n, int64_t room)
     return b < room ? b : room;
 }
 
-/* runs T positions from s->pos (ids padded to T); logits rows come back in rows */
-static int run_locked(rlx_session *s, int phase, const int32_t *ids, int64_t n, int64_t T, float **logits,
-               int64_t *rows, int64_t *vocab, rlx_diag *d)
+/* runs T positions from s->pos (ids padded to T); logits rows come back in rows: all T, or
+ * with last only row n - 1 (the program computes the logits of that row alone) */
+static int run_locked(rlx_session *s, int phase, const int32_t *ids, int64_t n, int64_t T, int last,
+                      float **logits, int64_t *rows, int64_t *vocab, rlx_diag *d)
 {
     rlx_model *m = s->m;
     rg_exec *e;
-    int rc = rg_model_exec(m, phase, T, s->ctx, &e, d);
+    rg_variant v;
+    memset(&v, 0, sizeof v);
+    v.last_row = last;
+    int rc = rg_model_exec_v(m, phase, T, s->ctx, &v, &e, d);
     if (rc) return rc;
     const rlx_value_desc *lo = rg_exec_find_io(e, "logits", 1);
     if (!lo) return rlx_diag_set(d, RLX_ERR_INVALID, "flow %s: emits no output named logits", m->flow[phase == RLX_PHASE_DECODE]->name);
     int64_t V = lo->shape.ndim ? lo->shape.dims[lo->shape.ndim - 1] : 1;
     *rows = V ? rlx_shape_numel(&lo->shape) / V : 0;
     *vocab = V;
-    if (*rows != T && !(*rows == 1 && n == T))
+    if (*rows != T && !(*rows == 1 && (n == T || rg_exec_find_io(e, "out_row", 0))))
         return -2; /* the flow keeps only the last row: it needs an exact-length program */
     int32_t *buf = calloc((size_t)(2 * T + 1), sizeof *buf);
     *logits = malloc((size_t)rlx_shape_numel(&lo->shape) * sizeof(float) + 1);
@@ -78,26 +82,26 @@ static int run_locked(rlx_session *s, int phase, const int32_t *ids, int64_t n, 
         free(buf);
         return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     }
-    int32_t *pids = buf, *positions = buf + T, pos = (int32_t)s->pos;
+    int32_t *pids = buf, *positions = buf + T, pos = (int32_t)s->pos, row = (int32_t)(n - 1);
     for (int64_t t = 0; t < T; t++) {
         pids[t] = t < n ? ids[t] : 0;
         positions[t] = (int32_t)(s->pos + t);
     }
-    rg_io io[3] = {{"input_ids", pids, NULL}, {"positions", positions, "the session's token positions"},
-                   {"pos", &pos, "the session's cache position"}};
-    rc = rg_exec_run(m, e, &s->st, io, 3, d);
+    rg_io io[4] = {{"input_ids", pids, NULL}, {"positions", positions, "the session's token positions"},
+                   {"pos", &pos, "the session's cache position"}, {"out_row", &row, "the session's last row"}};
+    rc = rg_exec_run(m, e, &s->st, io, 4, d);
     if (!rc) rc = rg_exec_output(m, e, "logits", *logits, d);
     free(buf);
     return rc;
 }
 
 /* one step at a time per model: sessions on other threads wait here */
-static int run(rlx_session *s, int phase, const int32_t *ids, int64_t n, int64_t T, float **logits,
+static int run(rlx_session *s, int phase, const int32_t *ids, int64_t n, int64_t T, int last, float **logits,
                int64_t *rows, int64_t *vocab, rlx_diag *d)
 {
     pthread_mutex_lock(&s->m->mu);
     s->m->run_states = &s->st; /* a compile counts only the states this session lacks */
-    int rc = run_locked(s, phase, ids, n, T, logits, rows, vocab, d);
+    int rc = run_locked(s, phase, ids, n, T, last, logits, rows, vocab, d);
     s->m->run_states = NULL;
     pthread_mutex_unlock(&s->m->mu);
     return rc;
@@ -112,8 +116,9 @@ RLX_API int rlx_session_prefill(rlx_session *s, const int32_t *ids, int64_t n, f
                             (long long)n, (long long)s->pos, (long long)s->ctx);
     float *lg = NULL;
     int64_t rows = 0, V = 0, T = bucket(n, s->ctx - s->pos);
-    int rc = run(s, RLX_PHASE_PREFILL, ids, n, T, &lg, &rows, &V, d);
-    if (rc == -2) rc = run(s, RLX_PHASE_PREFILL, ids, n, T = n, &lg, &rows, &V, d);
+    int last = !all_logits; /* then the logits of the other rows are never computed */
+    int rc = run(s, RLX_PHASE_PREFILL, ids, n, T, last, &lg, &rows, &V, d);
+    if (rc == -2) rc = run(s, RLX_PHASE_PREFILL, ids, n, T = n, last, &lg, &rows, &V, d);
     if (rc) {
         free(lg);
         return rc;
@@ -139,7 +144,7 @@ RLX_API int rlx_session_decode(rlx_session *s, int32_t id, float *logits, rlx_di
                             (long long)s->pos, (long long)s->ctx);
     float *lg = NULL;
     int64_t rows = 0, V = 0;
-    int rc = run(s, RLX_PHASE_DECODE, &id, 1, 1, &lg, &rows, &V, d);
+    int rc = run(s, RLX_PHASE_DECODE, &id, 1, 1, 0, &lg, &rows, &V, d);
     if (!rc && logits) memcpy(logits, lg, (size_t)V * sizeof(float));
     free(lg);
     if (!rc) s->pos++;

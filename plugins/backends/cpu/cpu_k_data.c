@@ -364,7 +364,7 @@ int cpu_run_slice(const cpu_run *r)
 
 int cpu_prep_last_row(const cpu_compile_ctx *c, cpu_node *nd)
 {
-    if (cpu_need(c, 1, 1, 1)) return RLX_ERR_INVALID;
+    if (cpu_need(c, 1, 2, 1)) return RLX_ERR_INVALID;
     const rlx_value_desc *x = cpu_val(c, 0), *o = cpu_out(c, 0);
     if (same_dtype_out(c, nd, x)) return RLX_ERR_INVALID;
     if (x->shape.ndim < 2) return cpu_bad(c, "x must be [T, H]");
@@ -372,6 +372,8 @@ int cpu_prep_last_row(const cpu_compile_ctx *c, cpu_node *nd)
     nd->inner = x->shape.dims[x->shape.ndim - 1];
     nd->outer = prod(&x->shape, 0, x->shape.ndim - 2);
     if (nd->T < 1) return cpu_bad(c, "x has no rows");
+    if (c->node->n_inputs == 2 && (cpu_val(c, 1)->dtype != RLX_I32 || nd->outer != 1))
+        return cpu_bad(c, "row must be one i32 and x [T, H]");
     if (cpu_numel(&o->shape) != nd->outer * nd->inner)
         return cpu_bad(c, "output must be [1, %lld]", (long long)nd->inner);
     return 0;
@@ -383,8 +385,15 @@ int cpu_run_last_row(const cpu_run *r)
     size_t row = (size_t)nd->inner * nd->esize;
     const char *x = r->vp[nd->in[0]];
     char *o = r->vp[nd->out[0]];
+    int64_t t = nd->T - 1;
+    if (nd->n_in == 2) {
+        t = *(const int32_t *)r->vp[nd->in[1]];
+        if (t < 0 || t >= nd->T)
+            return cpu_fail(r->d, RLX_ERR_INVALID, "cpu: node %u (rlx.last_row): row %lld is outside [0, %lld)",
+                            nd->index, (long long)t, (long long)nd->T);
+    }
     for (int64_t i = 0; i < nd->outer; i++)
-        memcpy(o + (size_t)i * row, x + ((size_t)i * (size_t)nd->T + (size_t)nd->T - 1) * row, row);
+        memcpy(o + (size_t)i * row, x + ((size_t)i * (size_t)nd->T + (size_t)t) * row, row);
     return 0;
 }
 

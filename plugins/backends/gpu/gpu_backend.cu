@@ -311,7 +311,7 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
         2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 2, 3, 3, 3, 3, 1, 2, 1, 1, 1, 1, 2, 2, 3, 3, 2, 3, 1,
         2, 1, 1, 1, 5, 4};
     static const int8_t max_in[] = {
-        2, 3, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 2, 3, 3, 5, 3, 1, 2, 1, 1, 1, 1, 2, 2, 3, 3, 3, 3, 1,
+        2, 3, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 2, 3, 3, 5, 3, 1, 2, 1, 2, 1, 1, 2, 2, 3, 3, 3, 3, 1,
         2, 1, 1, 1, 5, 4};
     static_assert(sizeof min_in == OP_COUNT && sizeof max_in == OP_COUNT, "an arity per op");
     if (st->n_in < min_in[st->op] || st->n_in > max_in[st->op])
@@ -593,6 +593,9 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
         if (numel(x) < st->n || numel(y) != st->n)
             FAIL(RLX_ERR_INVALID, "x is not [T,H] with T >= 1");
         st->k = numel(x) - st->n;
+        st->rows = st->n ? numel(x) / st->n : 0;
+        if (in1 && (in1->dtype != RLX_I32 || numel(in1) != 1))
+            FAIL(RLX_ERR_INVALID, "row is not one i32");
         break;
     case OP_COPY:
     case OP_CAST:
@@ -1148,8 +1151,11 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
         gpu_slice(s, a, y, st->rows, st->nb, st->k, st->n, es);
         break;
     case OP_LAST_ROW:
-        e = gpuMemcpyAsync(y, (const char *)a + (size_t)st->k * es, (size_t)st->n * es,
-                           gpuMemcpyDeviceToDevice, s);
+        if (st->n_in == 2)
+            gpu_take_row(s, a, (const int32_t *)b, y, st->rows, st->n, es);
+        else
+            e = gpuMemcpyAsync(y, (const char *)a + (size_t)st->k * es, (size_t)st->n * es,
+                               gpuMemcpyDeviceToDevice, s);
         break;
     case OP_COPY:
         if (st->n)

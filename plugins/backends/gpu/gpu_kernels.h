@@ -64,6 +64,10 @@ void gpu_concat(gpuStream_t s, const void *a, const void *b, void *y, int64_t ou
                 int64_t ib, int esize);
 void gpu_slice(gpuStream_t s, const void *x, void *y, int64_t outer, int64_t in_inner,
                int64_t start_off, int64_t out_inner, int esize);
+/* y[0:n] = x[row[0]] of x [T, n]; row is read on the device (graph replays see new rows)
+ * and clamped into [0, T) */
+void gpu_take_row(gpuStream_t s, const void *x, const int32_t *row, void *y, int64_t T, int64_t n,
+                  int esize);
 
 /* a (+ b when b.p != NULL, the sum also stored to sum_out) then rms_norm with w */
 void gpu_rms_norm(gpuStream_t s, gpu_ten a, gpu_ten b, gpu_ten w, gpu_ten sum_out, gpu_ten y,

@@ -221,3 +221,21 @@ void gpu_slice(gpuStream_t s, const void *x, void *y, int64_t outer, int64_t in_
         RLX_LAUNCH(k_slice<uint32_t>, pw_blocks(outer * out_inner), PW_THREADS, 0, s)(
             (const uint32_t *)x, (uint32_t *)y, outer, in_inner, start_off, out_inner);
 }
+
+template <typename E>
+__global__ static void k_take_row(const E *x, const int32_t *row, E *y, int64_t T, int64_t n)
+{
+    int64_t t = row[0] < 0 ? 0 : row[0] >= T ? T - 1 : row[0];
+    GRID_STRIDE(i, n) y[i] = x[t * n + i];
+}
+
+void gpu_take_row(gpuStream_t s, const void *x, const int32_t *row, void *y, int64_t T, int64_t n,
+                  int esize)
+{
+    if (esize == 2)
+        RLX_LAUNCH(k_take_row<uint16_t>, pw_blocks(n), PW_THREADS, 0, s)((const uint16_t *)x, row,
+                                                                         (uint16_t *)y, T, n);
+    else
+        RLX_LAUNCH(k_take_row<uint32_t>, pw_blocks(n), PW_THREADS, 0, s)((const uint32_t *)x, row,
+                                                                         (uint32_t *)y, T, n);
+}
