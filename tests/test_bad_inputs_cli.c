@@ -338,6 +338,14 @@ START_TEST(sampling_edges)
                           89) == 0 && strstr(r.err, "), 64.0 MiB available\n"),
                   "%s", r.err);
     tu_result_free(&r);
+    /* --verbose: what the model holds and what the device has left, after the summary;
+     * 4 layers x (k, v) x 2 kv heads x 64 dims x f32 x 6 rows = 24 KiB of cache */
+    snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --ids 1,2 -n 4 --ctx 6 --verbose", rlx_run(), demo);
+    r = tu_run(cmd, 60);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    const char *mem = strstr(r.err, "\nrlx-run: memory on cpu (host memory): weights 13.3 MiB, KV cache 24.0 KiB, arena ");
+    ck_assert_msg(mem && strstr(mem, " GiB free of ") && !strchr(strchr(mem + 1, '\n') + 1, '\n'), "%s", r.err);
+    tu_result_free(&r);
     /* and the weights converted from the checkpoint's bf16, before the first is converted */
     snprintf(cmd, sizeof cmd, "RLX_MEM_LIMIT=1M '%s' generate --model '%s' --ids 1,2 -n 2", rlx_run(), demo);
     r = tu_run(cmd, 60);
