@@ -125,7 +125,7 @@ START_TEST(test_session_two_ranks)
     snprintf(mdir, sizeof mdir, "%s", tu_fixture(model));
     rlx_weights *ref = pu_open_ref(model);
     size_t t;
-    int32_t *ids = pu_read_case_ids(ref, 0, &t);
+    int32_t *ids = pu_read_case_ids(ref, 1, &t); /* 6 tokens: a padded bucket, several rows */
     rlx_model_options o = opts();
     rlx_diag d;
     rlx_diag_init(&d);
@@ -139,8 +139,14 @@ START_TEST(test_session_two_ranks)
     ck_assert_msg(rlx_session_new(m, 64, &s, &d) == 0, "%s", d.msg);
     ck_assert_msg(rlx_tp_session_new(tp, 64, &ts, &d) == 0, "%s", d.msg);
     float *a = malloc((size_t)V * sizeof *a), *b = malloc((size_t)V * sizeof *b);
-    ck_assert_msg(rlx_session_prefill(s, ids, (int64_t)t, NULL, a, &d) == 0, "%s", d.msg);
-    ck_assert_msg(rlx_tp_session_prefill(ts, ids, (int64_t)t, NULL, b, &d) == 0, "%s", d.msg);
+    float *all_a = malloc(t * (size_t)V * sizeof *all_a), *all_b = malloc(t * (size_t)V * sizeof *all_b);
+    /* every row: each rank must compile the all-rows program, or their gathers differ */
+    ck_assert_msg(rlx_session_prefill(s, ids, (int64_t)t, all_a, a, &d) == 0, "%s", d.msg);
+    ck_assert_msg(rlx_tp_session_prefill(ts, ids, (int64_t)t, all_b, b, &d) == 0, "%s", d.msg);
+    double e_all = tu_rel_l2(all_b, all_a, t * (size_t)V);
+    ck_assert_msg(e_all < 1e-5, "%s: all %zu rows of prefill logits: rel L2 %.3g against the unsplit session", model, t, e_all);
+    free(all_a);
+    free(all_b);
     for (int step = 0; step < 5; step++) {
         double e = tu_rel_l2(b, a, (size_t)V);
         ck_assert_msg(e < 1e-5, "%s step %d: rel L2 %.3g against the unsplit session", model, step, e);

@@ -211,12 +211,16 @@ typedef struct step_args {
     const int32_t *ids;
     int64_t n;
     float *all, *last; /* rank 0's */
+    float *all_sink;   /* n x vocab per other rank when rank 0 wants every row: every rank
+                        * must compile the same program, or their collectives differ */
+    int64_t vocab;
 } step_args;
 
 static int prefill_job(rank_job *j)
 {
     const step_args *a = j->args;
-    float *all = j->rank ? NULL : a->all, *last = j->rank ? NULL : a->last;
+    float *all = j->rank ? (a->all ? a->all_sink + (size_t)(j->rank - 1) * (size_t)(a->n * a->vocab) : NULL) : a->all;
+    float *last = j->rank ? NULL : a->last;
     return rlx_session_prefill(j->own, a->ids, a->n, all, last, &j->d);
 }
 
@@ -244,14 +248,20 @@ RLX_API int rlx_tp_session_prefill(rlx_tp_session *s, const int32_t *ids, int64_
                                    float *last_logits, rlx_diag *d)
 {
     if (!s) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_tp_session_prefill: no session");
-    step_args a = {ids, n, all_logits, last_logits};
-    return session_step(s, prefill_job, &a, d);
+    int64_t V = s->t->m[0]->cfg.vocab_size;
+    step_args a = {ids, n, all_logits, last_logits, NULL, V};
+    if (all_logits && n > 0 && V > 0 &&
+        !(a.all_sink = malloc((size_t)(s->t->ranks - 1) * (size_t)(n * V) * sizeof *a.all_sink + 1)))
+        return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    int rc = session_step(s, prefill_job, &a, d);
+    free(a.all_sink);
+    return rc;
 }
 
 RLX_API int rlx_tp_session_decode(rlx_tp_session *s, int32_t id, float *logits, rlx_diag *d)
 {
     if (!s) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_tp_session_decode: no session");
-    step_args a = {&id, 1, NULL, logits};
+    step_args a = {&id, 1, NULL, logits, NULL, 0};
     return session_step(s, decode_job, &a, d);
 }
 

@@ -20,6 +20,7 @@ typedef struct tp_group {
     int arrived;
     int broken; /* a wait timed out: the group's step counts are lost */
     const void *buf[TP_MAX_RANKS];
+    int64_t n[TP_MAX_RANKS]; /* values each rank publishes: ranks of one step must agree */
     struct tp_group *next;
 } tp_group;
 
@@ -140,8 +141,16 @@ int cpu_run_collective(const cpu_run *r)
                       g->broken ? "is broken: a rank did not arrive before" : "has a different number of ranks");
     if (!rc) {
         g->buf[nd->flag] = x;
+        g->n[nd->flag] = nd->rows * nd->cols;
         rc = barrier(g, r);
     }
+    /* ranks that compiled different programs would read past each other's buffers; every
+     * rank sees the same counts, so all of them stop here together */
+    for (int k = 0; !rc && k < nd->N; k++)
+        if (g->n[k] != nd->rows * nd->cols)
+            rc = cpu_fail(r->d, RLX_ERR_INVALID, "%s (node %u): rank %d gives %lld values, rank %d %lld (the ranks "
+                          "run different programs)", nd->op, nd->index, k, (long long)g->n[k], nd->flag,
+                          (long long)(nd->rows * nd->cols));
     if (!rc) { /* every input is published and stays put until the second barrier */
         pthread_mutex_unlock(&g->mu);
         if (nd->bin_op) gather(nd, g->buf, o);
