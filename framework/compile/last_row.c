@@ -122,17 +122,12 @@ int rg_pass_last_row(rg_graph *g, const char *output, int64_t T, rlx_diag *d)
     for (uint32_t j = 0; j < t->n_in; j++)
         if (t->in[j] == x) t->in[j] = row;
     for (uint32_t c = n_chain; c-- > 0;) {
-        rg_node *n = &g->nodes[chain[c]];
-        const rg_op_def *op = rg_op_find(n->op);
-        rlx_shape shapes[RG_MAX_OUT];
-        int dts[RG_MAX_OUT];
-        char err[400];
-        if (!op || op->infer(g, n, shapes, dts, err, sizeof err)) {
-            rc = rlx_diag_set(d, RLX_ERR_INTERNAL, "last-row pass: %s (%s): %s", n->op,
-                              n->where ? n->where : "?", op ? err : "unknown op");
+        char err[480];
+        if (rg_op_reinfer(g, chain[c], err, sizeof err)) {
+            const char *where = g->nodes[chain[c]].where;
+            rc = rlx_diag_set(d, RLX_ERR_INTERNAL, "last-row pass (%s): %s", where ? where : "?", err);
             goto out;
         }
-        g->values[n->out[0]].shape = shapes[0];
     }
 out:
     free(uses);

@@ -193,16 +193,9 @@ static void fix_cache(part *p, uint32_t i)
 
 static int reinfer(part *p, uint32_t i)
 {
-    rg_node *n = &p->g->nodes[i];
-    const rg_op_def *op = rg_op_find(n->op);
-    if (!op) return fail(p, i, "unknown op %s", n->op);
-    rlx_shape shapes[RG_MAX_OUT];
-    int dts[RG_MAX_OUT];
-    char err[400];
-    if (op->infer(p->g, n, shapes, dts, err, sizeof err))
-        return fail(p, i, "%s: %s (the tp hints of this model do not pair up)", n->op, err);
-    for (uint32_t j = 0; j < n->n_out && j < RG_MAX_OUT; j++) p->g->values[n->out[j]].shape = shapes[j];
-    return 0;
+    char err[480];
+    int rc = rg_op_reinfer(p->g, i, err, sizeof err);
+    return rc ? fail(p, i, "%s%s", err, rc == -1 ? " (the tp hints of this model do not pair up)" : "") : 0;
 }
 
 int rg_pass_partition(rg_graph *g, int rank, int ranks, int64_t group, rlx_diag *d)

@@ -620,6 +620,19 @@ static int set_default_i(rg_node *n, const char *name, int64_t v)
     return rg_set_attr(n, &a);
 }
 
+int rg_op_reinfer(rg_graph *g, uint32_t node, char *err, size_t len)
+{
+    rg_node *n = &g->nodes[node];
+    const rg_op_def *op = rg_op_find(n->op);
+    if (!op) return snprintf(err, len, "unknown op %s", n->op), -2;
+    rlx_shape shapes[RG_MAX_OUT];
+    int dts[RG_MAX_OUT];
+    char why[400];
+    if (op->infer(g, n, shapes, dts, why, sizeof why)) return snprintf(err, len, "%s: %s", n->op, why), -1;
+    for (uint32_t j = 0; j < n->n_out && j < RG_MAX_OUT; j++) g->values[n->out[j]].shape = shapes[j];
+    return 0;
+}
+
 int rg_op_normalize(rg_graph *g, uint32_t node)
 {
     rg_node *n = &g->nodes[node];

@@ -27,6 +27,9 @@ int rg_tp_kind(const char *s);
 /* Adds the attributes a backend may rely on (attention scale, causal, ...) and makes
  * negative axes positive. */
 int rg_op_normalize(rg_graph *g, uint32_t node);
+/* Recomputes the output shapes of node after a pass changed its inputs' shapes; on a bad
+ * shape writes "op: detail" into err and returns -1 (-2: the op is unknown). */
+int rg_op_reinfer(rg_graph *g, uint32_t node, char *err, size_t len);
 /* All op names, NULL-terminated. */
 const char *const *rg_op_names(void);
 
