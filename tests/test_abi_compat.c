@@ -12,6 +12,29 @@
 #include <string.h>
 #include <unistd.h>
 
+/* llama32-tiny's case 1 prefilled on m matches transformers' logits; the session stays
+ * open (its KV cache counts in the model's memory) */
+static rlx_session *run_case1(rlx_model *m, const char *what)
+{
+    rlx_diag d;
+    rlx_diag_init(&d);
+    rlx_weights *ref = pu_open_ref("llama32-tiny");
+    size_t t, n;
+    int32_t *ids = pu_read_case_ids(ref, 1, &t);
+    float *want = pu_read_case_f32(ref, 1, "logits", &n);
+    float *got = malloc(n * sizeof *got);
+    rlx_session *s = NULL;
+    ck_assert_msg(rlx_session_new(m, 0, &s, &d) == 0, "%s", d.msg);
+    ck_assert_msg(rlx_session_prefill(s, ids, (int64_t)t, got, NULL, &d) == 0, "%s", d.msg);
+    double e = tu_rel_l2(got, want, n);
+    ck_assert_msg(e < 1e-4, "%s: rel L2 %g", what, e);
+    rlx_weights_close(ref);
+    free(ids);
+    free(want);
+    free(got);
+    return s;
+}
+
 START_TEST(recipe_1_0_runs)
 {
     static const char *const names[] = {"tp-llama10", NULL};
@@ -43,22 +66,9 @@ START_TEST(recipe_1_0_runs)
     ck_assert_msg(rlx_model_open(model, &o, &m, &d) == 0, "%s", d.msg);
     ck_assert_int_eq(rlx_model_get_config(m)->num_layers, 3);
 
-    rlx_weights *ref = pu_open_ref("llama32-tiny");
-    size_t t, n;
-    int32_t *ids = pu_read_case_ids(ref, 1, &t);
-    float *want = pu_read_case_f32(ref, 1, "logits", &n);
-    float *got = malloc(n * sizeof *got);
-    rlx_session *s = NULL;
-    ck_assert_msg(rlx_session_new(m, 0, &s, &d) == 0, "%s", d.msg);
-    ck_assert_msg(rlx_session_prefill(s, ids, (int64_t)t, got, NULL, &d) == 0, "%s", d.msg);
-    double e = tu_rel_l2(got, want, n);
-    ck_assert_msg(e < 1e-4, "1.0 recipe: rel L2 %g", e);
+    rlx_session *s = run_case1(m, "1.0 recipe");
     rlx_session_free(s);
     rlx_model_close(m);
-    rlx_weights_close(ref);
-    free(ids);
-    free(want);
-    free(got);
     tu_rmrf(model);
     tu_rmrf(dir);
     free(model);
@@ -85,16 +95,7 @@ START_TEST(backend_1_0_runs)
     ck_assert_msg(rlx_model_open(tu_fixture("llama32-tiny"), &o, &m, &d) == 0, "%s", d.msg);
     ck_assert_str_eq(rlx_model_backend_name(m), "cpu10");
 
-    rlx_weights *ref = pu_open_ref("llama32-tiny");
-    size_t t, n;
-    int32_t *ids = pu_read_case_ids(ref, 1, &t);
-    float *want = pu_read_case_f32(ref, 1, "logits", &n);
-    float *got = malloc(n * sizeof *got);
-    rlx_session *s = NULL;
-    ck_assert_msg(rlx_session_new(m, 0, &s, &d) == 0, "%s", d.msg);
-    ck_assert_msg(rlx_session_prefill(s, ids, (int64_t)t, got, NULL, &d) == 0, "%s", d.msg);
-    double e = tu_rel_l2(got, want, n);
-    ck_assert_msg(e < 1e-4, "1.0 backend: rel L2 %g", e);
+    rlx_session *s = run_case1(m, "1.0 backend");
 
     rlx_memory mem;
     ck_assert_msg(rlx_model_memory(m, &mem, &d) == 0, "%s", d.msg);
@@ -108,10 +109,6 @@ START_TEST(backend_1_0_runs)
     ck_assert_str_eq(d.msg, "backend cpu10: measures no ceilings");
     rlx_session_free(s);
     rlx_model_close(m);
-    rlx_weights_close(ref);
-    free(ids);
-    free(want);
-    free(got);
     unsetenv("RLX_TP_CPU_PLUGIN");
     tu_rmrf(dir);
     free(dir);
