@@ -430,6 +430,7 @@ START_TEST(test_matmul_half)
 {
     for (int dt = RLX_F16; dt <= RLX_BF16; dt++) {
         matmul_h_case(dt, 1, 1024, 37, 1);   /* streaming kernel */
+        matmul_h_case(dt, 1, 256, 300, 1);   /* shrinking column slices, a short last one */
         matmul_h_case(dt, 3, 67, 45, 0);
         matmul_h_case(dt, 2, 300, 19, 1);
         matmul_h_case(dt, 4, 17, 66, 0);
@@ -900,6 +901,12 @@ START_TEST(test_attention_decode)
     attention_case((attn_cfg){.T = 2, .S = 77, .nh = 12, .nkv = 2, .d = 40, .pos = 70, .causal = 1, .use_pos = 1,
                               .softcap = 30, .use_mask = 1});
     attention_case((attn_cfg){.T = 1, .S = 130, .nh = 3, .nkv = 1, .d = 72, .pos = 129, .causal = 1, .use_pos = 1});
+    /* key chunks merged across tasks: a window that empties the first chunks, masked keys */
+    attention_case((attn_cfg){.T = 1, .S = 300, .nh = 8, .nkv = 2, .d = 32, .pos = 290, .causal = 1, .use_pos = 1,
+                              .window = 100, .use_mask = 1, .softcap = 10});
+    attention_case((attn_cfg){.T = 3, .S = 200, .nh = 4, .nkv = 4, .d = 16, .pos = 150, .causal = 1, .use_pos = 1});
+    /* more than 64 blocks of keys: chunks of several blocks each */
+    attention_case((attn_cfg){.T = 1, .S = 4300, .nh = 2, .nkv = 1, .d = 16, .pos = 4299, .causal = 1, .use_pos = 1});
 }
 END_TEST
 

@@ -29,6 +29,10 @@ int cpu_pool_size(const cpu_pool *p);
 /* Runs fn(arg, t, worker) for t in [0, n_tasks), spread over the workers; returns when
  * all are done. Workers spin briefly between calls, then sleep on a condition variable. */
 void cpu_pool_run(cpu_pool *p, int64_t n_tasks, cpu_task_fn fn, void *arg);
+/* RLX_CPU_PROFILE: jobs handed to the workers (more than one task) since start, and the
+ * seconds the caller waited for other workers' tasks after running out of its own; zero
+ * unless profiling (counting costs a clock read per job) */
+void cpu_pool_stats(uint64_t *jobs, double *wait_s);
 
 /* ---- backend instance ---- */
 typedef struct cpu_backend {

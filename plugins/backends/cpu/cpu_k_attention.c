@@ -11,6 +11,7 @@
 #define GEMM_MIN_ROWS 8 /* fewer rows in a task (decode): one row at a time */
 /* a row task's scores and accumulators (4 heads), before its k/v buffers */
 #define ROWS_FLOATS(d) (4 * KEY_BLOCK + 4 * (d))
+#define SPLIT_MAX 64 /* key chunks of a decode row at most (bounds the partials) */
 
 static int is_index_dtype(int dt)
 {
@@ -82,6 +83,8 @@ int cpu_prep_attention(const cpu_compile_ctx *c, cpu_node *nd)
     /* 16-bit k, v: a block of key rows and of value rows in f32; q, output: f32 copies */
     if (nd->dt[1] != RLX_F32 || nd->dt[2] != RLX_F32) nd->scratch_floats += (size_t)(2 * KEY_BLOCK * nd->hd);
     nd->shared_floats = (size_t)((nd->dt[0] != RLX_F32) + (nd->dt[3] != RLX_F32)) * (size_t)(nd->T * nd->nh * nd->hd);
+    if (nd->T < GEMM_MIN_ROWS) /* decode: the partials of every key chunk */
+        nd->shared_floats += (size_t)(nd->T * SPLIT_MAX * nd->nh * (nd->hd + 2));
     return 0;
 }
 
@@ -101,6 +104,8 @@ typedef struct attn_job {
     int64_t kv_base; /* first key row: the slot's cache in attention_rows, else 0 */
     const float *q; /* f32 (a copy when q is 16-bit) */
     float *o;       /* f32 (converted after when the output is 16-bit) */
+    int64_t split, n_split; /* decode: keys per task, tasks per query row */
+    float *part;            /* decode: per task and head, max, sum and acc[d] */
 } attn_job;
 
 /* rows jb..jb+nk of kv head kvh of k (slot 1) or v (slot 2) as f32: in place (row stride
@@ -144,20 +149,20 @@ static void pv_rows(const cpu_isa *isa, const float *p, int G, const float *v, i
         for (int64_t i = 0; i < nk; i++) isa->axpy(acc + g * d, p[g * KEY_BLOCK + i], v + i * ldv, d);
 }
 
-/* Query row t of heads h0 .. h0+G-1 (G <= 4, one kv head): each block of keys is read
- * once for the G heads. ws: scores [4×KEY_BLOCK], acc [4×d], then the f32 k/v buffers. */
-static void attn_rows(const attn_job *j, int64_t t, int64_t h0, int G, float *ws, float *kvbuf)
+/* Query row t of heads h0 .. h0+G-1 (G <= 4, one kv head) over keys [jlo, jhi): each block
+ * of keys is read once for the G heads. ws: scores [4×KEY_BLOCK], acc [4×d], then the f32
+ * k/v buffers. part NULL: the normalised rows go to the output; else the unnormalised
+ * partial of each head g goes to part + g·(d+2): max, sum, acc[d] (merged by the caller). */
+static void attn_rows(const attn_job *j, int64_t t, int64_t h0, int G, int64_t jlo, int64_t jhi, float *ws,
+                      float *kvbuf, float *part)
 {
     const cpu_run *r = j->r;
-    int64_t p = j->p;
     const cpu_node *nd = r->nd;
     const cpu_isa *isa = r->be->isa;
     int64_t d = nd->hd, nkv = nd->nkv, kvh = h0 / (nd->nh / nkv);
     const float *q = j->q + (t * nd->nh + h0) * d;
     const float *mask = nd->mask_in >= 0 ? (const float *)r->vp[nd->mask_in] + t * nd->S : NULL;
     float *sc = ws, *acc = ws + 4 * KEY_BLOCK;
-    int64_t jlo, jhi;
-    row_range(nd, p, t, &jlo, &jhi);
     float m[4], l[4], cap = nd->fb;
     for (int g = 0; g < G; g++) {
         m[g] = -INFINITY;
@@ -192,7 +197,13 @@ static void attn_rows(const attn_job *j, int64_t t, int64_t h0, int G, float *ws
         const float *V = kv_rows(r, 2, j->kv_base + jb, nbk, kvh, kvbuf + KEY_BLOCK * d, &ldv);
         pv_rows(isa, sc, G, V, ldv, nbk, d, acc);
     }
-    for (int g = 0; g < G; g++) {
+    for (int g = 0; g < G && part; g++) {
+        float *pg = part + g * (d + 2);
+        pg[0] = m[g];
+        pg[1] = l[g];
+        memcpy(pg + 2, acc + g * d, (size_t)d * sizeof *acc);
+    }
+    for (int g = 0; g < G && !part; g++) {
         float *out = j->o + (t * nd->nh + h0 + g) * d;
         if (l[g] > 0) {
             float inv = 1.0f / l[g];
@@ -295,20 +306,77 @@ static void attn_task(void *arg, int64_t task, int worker)
         attn_block(j, t0, t1, h, ws);
         return;
     }
-    for (int64_t t = t0; t < t1; t++) attn_rows(j, t, h, 1, ws, ws + ROWS_FLOATS(nd->hd));
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t lo, hi;
+        row_range(nd, j->p, t, &lo, &hi);
+        attn_rows(j, t, h, 1, lo, hi, ws, ws + ROWS_FLOATS(nd->hd), NULL);
+    }
 }
 
-/* few query rows (decode): one task per row and group of up to 4 heads sharing a kv head */
-static void attn_group_task(void *arg, int64_t task, int worker)
+/* few query rows (decode): one task per query row and chunk of keys (split_keys), for every
+ * head, so a task reads its keys' rows whole and in order (all kv heads: one stream) and a
+ * short cache still spreads over the workers; the caller merges the chunks' partials */
+static void attn_split_task(void *arg, int64_t task, int worker)
 {
     attn_job *j = arg;
     const cpu_node *nd = j->r->nd;
-    int64_t per_kv = nd->nh / nd->nkv, groups = (per_kv + 3) / 4;
-    int64_t t = task / (nd->nkv * groups), rest = task % (nd->nkv * groups);
-    int64_t h0 = rest / groups * per_kv + rest % groups * 4;
-    int G = (int)(per_kv - rest % groups * 4 < 4 ? per_kv - rest % groups * 4 : 4);
+    int64_t t = task / j->n_split, c = task % j->n_split, d = nd->hd, per_kv = nd->nh / nd->nkv;
+    int64_t lo, hi;
+    row_range(nd, j->p, t, &lo, &hi);
+    int64_t a = c * j->split > lo ? c * j->split : lo, b = (c + 1) * j->split < hi ? (c + 1) * j->split : hi;
     float *ws = j->r->scratch + (size_t)worker * j->r->scratch_stride;
-    attn_rows(j, t, h0, G, ws, ws + ROWS_FLOATS(nd->hd));
+    float *part = j->part + (task * nd->nh) * (d + 2);
+    if (a >= b) { /* no key of this row in the chunk */
+        for (int64_t h = 0; h < nd->nh; h++) {
+            part[h * (d + 2)] = -INFINITY;
+            part[h * (d + 2) + 1] = 0.0f;
+        }
+        return;
+    }
+    /* the chunk's key and value rows are contiguous (every kv head): ask for all their lines
+     * now, so the per-head passes below (each a strided quarter of a row) find them on the way */
+    size_t es = nd->dt[1] == RLX_F32 ? 4 : 2, row = (size_t)(nd->nkv * d);
+    for (int slot = 1; slot <= 2; slot++) {
+        const char *base = (const char *)j->r->vp[nd->in[slot]] + (size_t)(j->kv_base + a) * row * es;
+        for (size_t off = 0; off < (size_t)(b - a) * row * es; off += 64) __builtin_prefetch(base + off, 0, 2);
+    }
+    for (int64_t h0 = 0, G; h0 < nd->nh; h0 += G) { /* groups of up to 4 heads of one kv head */
+        G = per_kv - h0 % per_kv < 4 ? per_kv - h0 % per_kv : 4;
+        attn_rows(j, t, h0, (int)G, a, b, ws, ws + ROWS_FLOATS(d), part + h0 * (d + 2));
+    }
+}
+
+/* keys per decode task: whole blocks, at most SPLIT_MAX chunks over the S keys (the
+ * shape alone decides, so the result does not depend on the thread count) */
+static int64_t split_keys(const cpu_node *nd)
+{
+    int64_t blocks = (nd->S + KEY_BLOCK - 1) / KEY_BLOCK, per = (blocks + SPLIT_MAX - 1) / SPLIT_MAX;
+    return (per < 1 ? 1 : per) * KEY_BLOCK;
+}
+
+/* out[t, h] = Σ_c e^(m_c - M) acc_c / Σ_c e^(m_c - M) l_c over the chunks c, in order */
+static void merge_split(const attn_job *j)
+{
+    const cpu_node *nd = j->r->nd;
+    const cpu_isa *isa = j->r->be->isa;
+    int64_t d = nd->hd, row = nd->nh * (d + 2);
+    for (int64_t t = 0; t < nd->T; t++)
+        for (int64_t h = 0; h < nd->nh; h++) {
+            const float *p0 = j->part + t * j->n_split * row + h * (d + 2);
+            float *out = j->o + (t * nd->nh + h) * d, M = -INFINITY, L = 0.0f;
+            for (int64_t c = 0; c < j->n_split; c++)
+                if (p0[c * row + 1] > 0 && p0[c * row] > M) M = p0[c * row];
+            memset(out, 0, (size_t)d * sizeof *out);
+            if (M == -INFINITY) continue;
+            for (int64_t c = 0; c < j->n_split; c++) {
+                const float *pc = p0 + c * row;
+                if (!(pc[1] > 0)) continue;
+                float e = expf(pc[0] - M);
+                L += e * pc[1];
+                isa->axpy(out, e, pc + 2, d);
+            }
+            isa->scal(out, 1.0f / L, d);
+        }
 }
 
 int cpu_run_attention(const cpu_run *r)
@@ -324,7 +392,7 @@ int cpu_run_attention(const cpu_run *r)
                         "cpu: node %u (rlx.attention): pos %lld + %lld query rows is past the %lld key rows",
                         nd->index, (long long)p, (long long)nd->T, (long long)nd->S);
     if (nd->T == 0 || nd->nh == 0 || nd->hd == 0) return 0;
-    attn_job j = {r, p, (nd->T + QUERY_BLOCK - 1) / QUERY_BLOCK, 0, CPU_F(r, 0), CPU_O(r, 0)};
+    attn_job j = {r, p, (nd->T + QUERY_BLOCK - 1) / QUERY_BLOCK, 0, CPU_F(r, 0), CPU_O(r, 0), 0, 0, NULL};
     int64_t n = nd->T * nd->nh * nd->hd;
     float *sh = r->shared;
     if (nd->dt[0] != RLX_F32) {
@@ -333,9 +401,15 @@ int cpu_run_attention(const cpu_run *r)
         sh += n;
     }
     if (nd->dt[3] != RLX_F32) j.o = sh;
-    if (nd->T < GEMM_MIN_ROWS)
-        cpu_parallel(r, nd->T * nd->nkv * ((nd->nh / nd->nkv + 3) / 4), attn_group_task, &j);
-    else
+    if (nd->T < GEMM_MIN_ROWS) {
+        int64_t lo, hi;
+        row_range(nd, p, nd->T - 1, &lo, &hi); /* the last row sees the most keys */
+        j.split = split_keys(nd);
+        j.n_split = hi > 0 ? (hi + j.split - 1) / j.split : 1;
+        j.part = sh + (nd->dt[3] != RLX_F32 ? n : 0);
+        cpu_parallel(r, nd->T * j.n_split, attn_split_task, &j);
+        merge_split(&j);
+    } else
         cpu_parallel(r, nd->nh * j.q_blocks, attn_task, &j);
     if (nd->dt[3] != RLX_F32) cpu_from_f32(r, nd->dt[3], j.o, r->vp[nd->out[0]], n);
     return 0;
@@ -411,7 +485,9 @@ static void rows_task(void *arg, int64_t task, int worker)
     j.q += b * nd->nh * nd->hd;
     j.o += b * nd->nh * nd->hd;
     float *ws = j.r->scratch + (size_t)worker * j.r->scratch_stride;
-    attn_rows(&j, 0, h, 1, ws, ws + ROWS_FLOATS(nd->hd));
+    int64_t lo, hi;
+    row_range(nd, j.p, 0, &lo, &hi);
+    attn_rows(&j, 0, h, 1, lo, hi, ws, ws + ROWS_FLOATS(nd->hd), NULL);
 }
 
 int cpu_run_attention_rows(const cpu_run *r)
@@ -427,7 +503,7 @@ int cpu_run_attention_rows(const cpu_run *r)
                             nd->index, (long long)b, pos[b], (long long)nd->S);
     }
     if (nd->T == 0 || nd->nh == 0 || nd->hd == 0) return 0;
-    rows_job j = {{r, 0, 1, 0, CPU_F(r, 0), CPU_O(r, 0)}, pos, slots};
+    rows_job j = {{r, 0, 1, 0, CPU_F(r, 0), CPU_O(r, 0), 0, 0, NULL}, pos, slots};
     int64_t n = nd->T * nd->nh * nd->hd;
     float *sh = r->shared;
     if (nd->dt[0] != RLX_F32) {

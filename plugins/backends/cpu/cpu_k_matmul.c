@@ -12,6 +12,7 @@
 #include <string.h>
 
 #define GEMV_MAX_M 4
+#define GUIDED_MAX 64 /* slices of one few-row matmul at most */
 /* our GEMM packs x this many rows at a time: the packed copy stays 512·K floats
  * whatever the prompt length (a multiple of CPU_GEMM_MR) */
 #define OWN_ROWS 512
@@ -164,7 +165,29 @@ typedef struct mm_job {
     int nn;          /* matmul_nn */
     const float *xp; /* rows [r0, r0+rows) of x packed for our GEMM (NULL: OpenBLAS) */
     int64_t r0, rows;
+    const int64_t *bounds; /* few-row matmul: task t is columns [bounds[t], bounds[t+1]) */
 } mm_job;
+
+/* Column slices of a few-row matmul, shrinking towards the end ("guided"): the first task
+ * of each worker streams a quarter (2 workers) of the weights, each next one 1/(2W) of
+ * what is left, down to about 32 KiB of weights: when the last slice is handed out the
+ * other worker is at most that far from done, so the wait at the job's end stays ~1 µs
+ * where equal slices of 128 rows left up to a slice (256 KiB-1 MiB) to wait for. A row's
+ * result does not depend on the slicing. Returns the number of tasks. */
+static int64_t gemv_bounds(int64_t N, int64_t K, size_t es, int workers, int64_t *b, int64_t cap)
+{
+    int64_t min = (int64_t)(32768 / ((size_t)K * es + 1)), n = 0, at = 0;
+    min = min < 8 ? 8 : (min + 7) / 8 * 8;
+    b[0] = 0;
+    while (at < N) {
+        int64_t size = (N - at) / (2 * (int64_t)workers);
+        size = size < min ? min : (size + 7) / 8 * 8;
+        if (n + 2 == cap || at + size > N) size = N - at; /* the table is full: the rest in one */
+        at += size;
+        b[++n] = at;
+    }
+    return n;
+}
 
 /* our GEMM on rows [m0, m1) of the packed block, columns [n0, n1) (matmul, linear_swiglu) */
 static void own_task(const mm_job *j, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *ws)
@@ -193,6 +216,10 @@ static void mm_task(void *arg, int64_t t, int worker)
     int gemv = M <= GEMV_MAX_M, wdt = nd->dt[1];
     int64_t lo = t * j->p.chunk, ext = j->p.split_n ? N : j->xp ? j->rows : M;
     int64_t hi = lo + j->p.chunk < ext ? lo + j->p.chunk : ext;
+    if (j->bounds) {
+        lo = j->bounds[t];
+        hi = j->bounds[t + 1];
+    }
     if (j->xp) {
         float *ws = j->r->scratch + (size_t)worker * j->r->scratch_stride;
         if (j->p.split_n) own_task(j, 0, j->rows, lo, hi, ws);
@@ -258,7 +285,8 @@ static int run_mm(const cpu_run *r, int nn, int two)
     int own = own_gemm(r->be->isa, nd, nn);
     mm_job j = {r, plan_of(nd->M, nd->N, nd->K, own), CPU_F(r, 0), r->vp[nd->in[1]],
                 two ? r->vp[nd->in[2]] : NULL, nd->bias_in >= 0 ? (const float *)r->vp[nd->bias_in] : NULL,
-                CPU_O(r, 0), nn, NULL, 0, nd->M};
+                CPU_O(r, 0), nn, NULL, 0, nd->M, NULL};
+    int64_t bounds[GUIDED_MAX + 1];
     if (nn && nd->K == 0) {
         memset(j.y, 0, (size_t)(nd->M * nd->N) * sizeof(float));
         return 0;
@@ -283,6 +311,11 @@ static int run_mm(const cpu_run *r, int nn, int two)
             cpu_parallel(r, j.p.n_tasks, mm_task, &j);
         }
     } else {
+        if (nd->M <= GEMV_MAX_M && !two && !nn && j.p.split_n && r->be->n_workers > 1) {
+            j.p.n_tasks = gemv_bounds(nd->N, nd->K, nd->dt[1] == RLX_F32 ? 4 : 2, r->be->n_workers, bounds,
+                                      GUIDED_MAX);
+            j.bounds = bounds;
+        }
         cpu_parallel(r, j.p.n_tasks, mm_task, &j);
     }
     if (nd->dt[3] != RLX_F32) cpu_from_f32(r, nd->dt[3], j.y, r->vp[nd->out[0]], nd->M * nd->N);

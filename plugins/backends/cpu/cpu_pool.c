@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define cpu_relax() _mm_pause()
@@ -21,6 +22,24 @@
 /* about 50-200 µs of pause instructions: longer than the gap between two kernels of one
  * token, far shorter than the gap between two executes */
 #define SPIN_ITERS 2048
+
+/* RLX_CPU_PROFILE counters, for every pool of the process (profiling is a whole-process
+ * switch); read at pool creation */
+static atomic_int prof_on = -1;
+static atomic_uint_fast64_t prof_jobs, prof_wait_ns;
+
+void cpu_pool_stats(uint64_t *jobs, double *wait_s)
+{
+    *jobs = atomic_load(&prof_jobs);
+    *wait_s = (double)atomic_load(&prof_wait_ns) * 1e-9;
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
 
 typedef struct cpu_worker {
     cpu_pool *pool;
@@ -117,6 +136,10 @@ static void *worker_main(void *a)
 int cpu_pool_create(int n_workers, const int *pus, cpu_pool **out, rlx_diag *d)
 {
     if (n_workers < 1) n_workers = 1;
+    if (prof_on < 0) {
+        const char *e = getenv("RLX_CPU_PROFILE");
+        prof_on = e && *e && strcmp(e, "0") != 0;
+    }
     cpu_pool *p = calloc(1, sizeof *p);
     if (!p) return cpu_fail(d, RLX_ERR_NOMEM, "cpu: out of memory creating the worker pool");
     p->n = n_workers;
@@ -175,6 +198,20 @@ int cpu_pool_size(const cpu_pool *p)
     return p->n;
 }
 
+/* waits for the tasks other workers claimed: spin first, then sleep */
+static void wait_done(cpu_pool *p, int64_t n_tasks)
+{
+    for (int i = 0; i < SPIN_ITERS; i++) {
+        if (atomic_load_explicit(&p->done, memory_order_acquire) == n_tasks) return;
+        cpu_relax();
+    }
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->caller_asleep, 1);
+    while (atomic_load(&p->done) != n_tasks) pthread_cond_wait(&p->cv_done, &p->mu);
+    atomic_store(&p->caller_asleep, 0);
+    pthread_mutex_unlock(&p->mu);
+}
+
 void cpu_pool_run(cpu_pool *p, int64_t n_tasks, cpu_task_fn fn, void *arg)
 {
     if (n_tasks <= 0) return;
@@ -197,14 +234,10 @@ void cpu_pool_run(cpu_pool *p, int64_t n_tasks, cpu_task_fn fn, void *arg)
         pthread_mutex_unlock(&p->mu);
     }
     drain(p, (uint32_t)g, fn, arg, n_tasks, 0);
-    /* wait for the tasks other workers claimed: spin first, then sleep */
-    for (int i = 0; i < SPIN_ITERS; i++) {
-        if (atomic_load_explicit(&p->done, memory_order_acquire) == n_tasks) return;
-        cpu_relax();
+    uint64_t t0 = prof_on > 0 ? mono_ns() : 0;
+    wait_done(p, n_tasks);
+    if (prof_on > 0) {
+        atomic_fetch_add(&prof_jobs, 1);
+        atomic_fetch_add(&prof_wait_ns, mono_ns() - t0);
     }
-    pthread_mutex_lock(&p->mu);
-    atomic_store(&p->caller_asleep, 1);
-    while (atomic_load(&p->done) != n_tasks) pthread_cond_wait(&p->cv_done, &p->mu);
-    atomic_store(&p->caller_asleep, 0);
-    pthread_mutex_unlock(&p->mu);
 }
