@@ -342,6 +342,46 @@ AI void gemv_row(const int h, const float *x, int64_t ldx, const int M, int64_t 
     }
 }
 
+/* 16-bit weights, one x row (decode): rows n, n+q, n+2q, n+3q at once, i.e. four streams
+ * a quarter of the task apart, each row with gemv_row's FMA sequence and reduction (so
+ * the result does not depend on how rows are grouped). Four streams per thread kept more
+ * lines in flight than one: a 2-thread GEMV over 327 MB of bf16 rows read 60-70 GB/s
+ * against 57-65 (and a plain read loop: 73-80 against 59-67 for one stream). */
+AI void gemv_row4(const int h, const float *x, int64_t K, const void *w, int64_t n, int64_t q,
+                  const float *bias, float *y)
+{
+    __m512 acc[4][4];
+    const void *wr[4];
+    #pragma GCC unroll 4
+    for (int s = 0; s < 4; s++) {
+        wr[s] = (const char *)w + (size_t)((n + s * q) * K) * 2;
+        #pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) acc[s][c] = _mm512_setzero_ps();
+    }
+    int64_t k = 0;
+    for (; k + 64 <= K; k += 64) {
+        #pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m512 xv = _mm512_loadu_ps(x + k + 16 * c);
+            #pragma GCC unroll 4
+            for (int s = 0; s < 4; s++) acc[s][c] = _mm512_fmadd_ps(xv, w16(h, wr[s], k + 16 * c), acc[s][c]);
+        }
+    }
+    for (int c = 0; k < K; k += 16, c++) {
+        __mmask16 mk = (__mmask16)(K - k >= 16 ? 0xffff : (1u << (K - k)) - 1);
+        __m512 xv = _mm512_maskz_loadu_ps(mk, x + k);
+        #pragma GCC unroll 4
+        for (int s = 0; s < 4; s++) acc[s][c] = _mm512_fmadd_ps(xv, w16_mask(h, wr[s], k, mk), acc[s][c]);
+    }
+    #pragma GCC unroll 4
+    for (int s = 0; s < 4; s++) {
+        __m512 t = _mm512_add_ps(_mm512_add_ps(acc[s][0], acc[s][1]), _mm512_add_ps(acc[s][2], acc[s][3]));
+        float v = _mm512_reduce_add_ps(t);
+        int64_t r = n + s * q;
+        y[r] = bias ? v + bias[r] : v;
+    }
+}
+
 /* f32 weights: M rows of x against R weight rows from n, one 16-lane accumulator per (row,
  * weight row), the same FMA sequence for every accumulator whatever M and R are. With f32
  * rows (4 KiB, one page each) reading 8 at once measured faster than one after the other. */
@@ -397,7 +437,15 @@ AI void gemv_tile(const int h, const float *x, int64_t ldx, const int M, const i
     {                                                                                          \
         for (int64_t n = n0; n < n1; n++) gemv_row(H, x, ldx, MM, K, w, n, bias, y, ldy);      \
     }
-#define GEMV_ALL(HN, H) GEMV_M(HN, H, 1) GEMV_M(HN, H, 2) GEMV_M(HN, H, 3) GEMV_M(HN, H, 4)
+#define GEMV_M1(HN, H)                                                                         \
+    static void gemv_##HN##_m1(const float *x, int64_t ldx, int64_t K, const void *w, int64_t n0, \
+                               int64_t n1, const float *bias, float *y, int64_t ldy)             \
+    {                                                                                          \
+        int64_t q = (n1 - n0) / 4;                                                             \
+        for (int64_t n = n0; n < n0 + q; n++) gemv_row4(H, x, K, w, n, q, bias, y);            \
+        for (int64_t n = n0 + 4 * q; n < n1; n++) gemv_row(H, x, ldx, 1, K, w, n, bias, y, ldy); \
+    }
+#define GEMV_ALL(HN, H) GEMV_M1(HN, H) GEMV_M(HN, H, 2) GEMV_M(HN, H, 3) GEMV_M(HN, H, 4)
 #define GEMV_T(MM, RR)                                                                         \
     static void gemv_f32_m##MM(const float *x, int64_t ldx, int64_t K, const void *w,         \
                                int64_t n0, int64_t n1, const float *bias, float *y, int64_t ldy) \
