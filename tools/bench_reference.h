@@ -5,8 +5,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Read-only sum over bytes of memory split across threads (median of reps), GB/s. */
-double bench_ref_read_gbps(int threads, size_t bytes, int reps);
+/* Read bandwidth: a read-only sum over bytes of memory split across threads, four
+ * sequential streams a thread, median of reps (the two loops alternate, same buffer). */
+typedef struct bench_read {
+    double gbps;        /* with the widest vector loads the CPU has: the floor's reference */
+    double scalar_gbps; /* with 8-byte scalar loads (the reference before 2026-11-23) */
+    const char *loop;   /* "avx512", "avx2" or "scalar": what gbps used */
+} bench_read;
+void bench_ref_read(int threads, size_t bytes, int reps, bench_read *out);
 /* OpenBLAS sgemm C[M,N] = A[M,K]·B[N,K]ᵀ on threads threads (median of reps), GFLOP/s. */
 double bench_ref_sgemm_gflops(int threads, int64_t m, int64_t k, int64_t n, int reps);
 #endif

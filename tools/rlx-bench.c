@@ -49,7 +49,8 @@ static const char help[] =
     "  --peer-gguf FILE     the GGUF with the same shapes (and 16-bit or f32 weights) as the model\n"
     "  --json               {\"prefill_tokens_per_s\",\"decode_tokens_per_s\",\"prefill_gflops\",\n"
     "                        \"decode_gb_per_s\",\"threads\",\"backend\",\"reps\",\"batch\"} plus, on the\n"
-    "                       CPU, \"reference\":{\"read_gb_per_s\",\"sgemm_gflops\",\"sgemm_mkn\"},\n"
+    "                       CPU, \"reference\":{\"read_gb_per_s\",\"read_loop\",\"read_scalar_gb_per_s\",\n"
+    "                       \"sgemm_gflops\",\"sgemm_mkn\"},\n"
     "                       \"decode_vs_read_bandwidth\", \"decode_floor_tokens_per_s\" and\n"
     "                       \"prefill_vs_sgemm\"; with a peer, \"peer\":{\"prefill_tokens_per_s\",\n"
     "                       \"decode_tokens_per_s\",\"gguf\"}, \"prefill_vs_peer\", \"decode_vs_peer\"; with\n"
@@ -59,7 +60,9 @@ static const char help[] =
     "                       \"prefill_vs_gemm\"; always \"memory\":{\"weights_bytes\",\"kv_cache_bytes\",\n"
     "                       \"arena_bytes\",\"buffer_bytes\",\"device_free_bytes\",\"device_total_bytes\",\"device\"}\n"
     "Decode GB/s counts the weights in the compute dtype (--precision: 2 bytes for f16/bf16,\n"
-    "4 for f32) and the KV cache in f32 unless 16-bit compute with --mixed none.\n";
+    "4 for f32) and the KV cache in f32 unless 16-bit compute with --mixed none. The read\n"
+    "reference sums 512 MiB with the widest vector loads (4 streams a thread); the decode floor\n"
+    "is those bytes per token at that rate.\n";
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -338,10 +341,11 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
         double bytes_tok = ((half ? 2.0 : 4.0) * lp + (double)B * (kv_half ? 2.0 : 4.0) * kv) / (double)B;
         double gbs = d_tps * bytes_tok / 1e9;
         /* ceilings of this machine, measured now (CPU backend only) */
-        struct { double read_gbps, sgemm_gflops; } ref = {0, 0};
+        struct { double read_gbps, sgemm_gflops; bench_read rd; } ref = {0, 0, {0, 0, ""}};
         if (a->reference && !strcmp(rlx_model_backend_name(m), "cpu")) {
             int th = rlx_model_threads(m);
-            ref.read_gbps = bench_ref_read_gbps(th, (size_t)512 << 20, 5);
+            bench_ref_read(th, (size_t)512 << 20, 5, &ref.rd);
+            ref.read_gbps = ref.rd.gbps;
             ref.sgemm_gflops = bench_ref_sgemm_gflops(th, T, cfg->hidden_size, cfg->intermediate_size, 5);
         }
         /* a GPU backend's ceilings, measured by the backend (rlx-bench links no GPU runtime) */
@@ -377,6 +381,8 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
             if (ref.read_gbps > 0) {
                 json_t *r = json_object();
                 json_object_set_new(r, "read_gb_per_s", json_real(ref.read_gbps));
+                json_object_set_new(r, "read_loop", json_string(ref.rd.loop));
+                json_object_set_new(r, "read_scalar_gb_per_s", json_real(ref.rd.scalar_gbps));
                 json_object_set_new(r, "sgemm_gflops", json_real(ref.sgemm_gflops));
                 json_object_set_new(r, "sgemm_mkn", json_pack("[III]", (json_int_t)T, (json_int_t)cfg->hidden_size,
                                                               (json_int_t)cfg->intermediate_size));
@@ -428,9 +434,9 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
             printf("backend %s, %d threads, %lld reps\n", rlx_model_backend_name(m), rlx_model_threads(m),
                    a->reps);
             if (ref.read_gbps > 0)
-                printf("reference (same run): read %.1f GB/s -> decode at %.0f%%; sgemm [%lld,%lld,%lld] %.1f "
-                       "GFLOP/s -> prefill at %.0f%%\n",
-                       ref.read_gbps, 100.0 * gbs / ref.read_gbps, (long long)T, (long long)cfg->hidden_size,
+                printf("reference (same run): read %.1f GB/s (%s loads, 4 streams a thread; 8-byte loads: %.1f) -> "
+                       "decode at %.0f%%; sgemm [%lld,%lld,%lld] %.1f GFLOP/s -> prefill at %.0f%%\n",
+                       ref.read_gbps, ref.rd.loop, ref.rd.scalar_gbps, 100.0 * gbs / ref.read_gbps, (long long)T, (long long)cfg->hidden_size,
                        (long long)cfg->intermediate_size, ref.sgemm_gflops, 100.0 * gflops / ref.sgemm_gflops);
             if (ref.read_gbps > 0)
                 printf("decode floor (%.0f MB per token at %.1f GB/s): %.1f tok/s -> decode at %.0f%% of it\n",
