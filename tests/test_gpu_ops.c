@@ -1227,9 +1227,9 @@ typedef struct pnode {
 static int run_prog(gpu *g, tens *t, const int *kind, const int *share, int nv, const pnode *nodes,
                     int nn, rlx_diag *d)
 {
-    rlx_value_desc vals[16];
+    rlx_value_desc vals[24];
     rlx_node_desc nd[8];
-    void *ptrs[16];
+    void *ptrs[24];
     int rc;
     memset(vals, 0, sizeof vals);
     memset(d, 0, sizeof *d);
@@ -1344,6 +1344,69 @@ static float *ref_rms(const tens *s, const tens *g, int add_one, int64_t M, int6
             x[m * K + k] = (float)(s->f[m * K + k] * inv * (add_one ? 1 + g->f[k] : g->f[k]));
     }
     return x;
+}
+
+/* The decode MLP's entry: o projection, add_rms_norm of its product and the residual, gate
+ * and up + swiglu (glu) or one product of the norm: two launches, the add in the first
+ * GEMV, the norm in the next. x and the residual are made in the program (mul of two
+ * inputs). over = 1: the sum over the residual (exact: allowed); 2: the output over x (dead
+ * by then: allowed); 3: the sum over x (read by other warps: the steps run one by one). */
+static void fused_gemv_add_norm(gpu *g, int dt, int glu, int over)
+{
+    const int64_t K = 1032, H = 1032, N = 72;
+    enum { X1, X2, WO, R1, R2, G, WG, WU, X, R, P, S, NN, GT, UP, Y, NV };
+    tens t[NV] = {rand_t(dt, 2, 1, K, 0, 1), rand_t(dt, 2, 1, K, 0, 1), rand_t(dt, 2, H, K, 0, 1),
+                  rand_t(dt, 2, 1, H, 0, 3), rand_t(dt, 2, 1, H, 0, 1), rand_t(dt, 1, H, 0, 0, 1),
+                  rand_t(dt, 2, N, H, 0, 1), rand_t(dt, 2, N, H, 0, 1), mk(dt, 2, 1, K, 0), mk(dt, 2, 1, H, 0),
+                  mk(dt, 2, 1, H, 0), mk(dt, 2, 1, H, 0), mk(dt, 2, 1, H, 0), mk(dt, 2, 1, N, 0),
+                  mk(dt, 2, 1, N, 0), mk(dt, 2, 1, N, 0)};
+    int kind[NV], share[NV];
+    for (int k = 0; k < NV; k++) {
+        kind[k] = k < X ? RLX_VALUE_INPUT : k == S || k == Y ? RLX_VALUE_OUTPUT : RLX_VALUE_TEMP;
+        share[k] = -1;
+    }
+    if (over == 1)
+        share[S] = R;
+    else if (over)
+        share[over == 2 ? Y : S] = X;
+    rlx_attr at = RLX_ATTR_F("eps", 1e-5);
+    pnode nodes[7] = {{"rlx.mul", {X1, X2}, {X}, 2, 1, NULL, 0},
+                      {"rlx.mul", {R1, R2}, {R}, 2, 1, NULL, 0},
+                      {"rlx.matmul", {X, WO}, {P}, 2, 1, NULL, 0},
+                      {"rlx.add_rms_norm", {R, P, G}, {S, NN}, 3, 2, &at, 1},
+                      {"rlx.matmul", {NN, WG}, {glu ? GT : Y}, 2, 1, NULL, 0},
+                      {"rlx.matmul", {NN, WU}, {UP}, 2, 1, NULL, 0},
+                      {"rlx.swiglu", {GT, UP}, {Y}, 2, 1, NULL, 0}};
+    float *x = calloc((size_t)K, sizeof(float));
+    double *p = dalloc(H), *rs = dalloc(H), *ry = dalloc(N), *u = dalloc(N);
+    for (int64_t k = 0; k < K; k++)
+        x[k] = (float)as_dt(dt, (double)t[X1].f[k] * t[X2].f[k]);
+    ref_matmul(x, t[WO].f, NULL, p, 1, H, K, 1);
+    tens sum = mk(RLX_F32, 2, 1, H, 0);
+    for (int64_t h = 0; h < H; h++)
+        sum.f[h] = (float)(rs[h] = as_dt(dt, as_dt(dt, (double)t[R1].f[h] * t[R2].f[h]) + as_dt(dt, p[h])));
+    float *xn = ref_rms(&sum, &t[G], 0, 1, H);
+    ref_matmul(xn, t[WG].f, NULL, ry, 1, N, H, 1);
+    ref_matmul(xn, t[WU].f, NULL, u, 1, N, H, 1);
+    for (int64_t n = 0; glu && n < N; n++)
+        ry[n] = silu_d(ry[n]) * u[n];
+    rlx_diag d;
+    char what[96];
+    snprintf(what, sizeof what, "fused gemv + add_rms_norm + %s %s%s", glu ? "gate/up" : "gemv", dtn(dt),
+             over == 1 ? ", sum over residual" : over == 2 ? ", output over x" : over == 3 ? ", sum over x" : "");
+    if (run_prog(g, t, kind, share, NV, nodes, glu ? 7 : 5, &d))
+        fail_msg(g, what, d.msg);
+    else
+        report(g, what, fmax(rel_l2(&t[S], rs), rel_l2(&t[Y], ry)), tol_of(dt));
+    for (int k = 0; k < NV; k++)
+        tfree(&t[k]);
+    tfree(&sum);
+    free(x);
+    free(xn);
+    free(p);
+    free(rs);
+    free(ry);
+    free(u);
 }
 
 /* add then rms_norm, the norm's output stored exactly over the add's second input (a TEMP
@@ -1701,6 +1764,8 @@ static void test_fused(gpu *g)
         fused_norm_gemv(g, k == 1 ? 4104 : 520, dt, k == 2, 0);
         for (int over = 0; over < 3; over++)
             fused_gemv_add(g, dt, over == 1 && k == 1, over);
+        for (int over = 0; over < 4; over++)
+            fused_gemv_add_norm(g, dt, over != 2 || k != 1, over);
     }
     fused_norm_gemv(g, 1024, RLX_BF16, 0, 1);
     fused_rope_cache(g, RLX_BF16, 16);

@@ -7,6 +7,7 @@
  * shared memory: 2-4x the warps, so enough loads in flight to stream at full bandwidth. */
 #include "gpu_dtype.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define GV_WARPS 4
@@ -118,6 +119,16 @@ __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_seg
             accu[GLU ? m : 0] = 0.0f;
     }
     const int64_t row = n * K;
+    RLX_PDL_TRIGGER(); /* the next GEMV may launch now and prefetch its weights */
+    if (live && VEC) { /* the weights do not depend on the kernel before: fetch into L2 */
+        constexpr int lpl = 128 / (8 * (WD == GDT_F32 ? 4 : 2)); /* lanes per 128-byte line */
+        for (int64_t k0 = (int64_t)(part * 32 + lane) * 8; lane % lpl == 0 && k0 < K; k0 += 256 * KS) {
+            RLX_PREFETCH_L2((const char *)w + (row + k0) * (WD == GDT_F32 ? 4 : 2));
+            if (GLU)
+                RLX_PREFETCH_L2((const char *)wu + (row + k0) * (WD == GDT_F32 ? 4 : 2));
+        }
+    }
+    RLX_PDL_WAIT(); /* x, bias and residual may come from the kernel before */
     if (!live) {
     } else if (VEC) {
         for (int64_t k0 = (int64_t)(part * 32 + lane) * 8; k0 < K; k0 += 256 * KS * GV_U) {
@@ -231,16 +242,34 @@ __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_seg
         }
 }
 
+#if !defined(RLX_GPU_HIP)
+/* programmatic launches on (RLX_GPU_PDL=0: off, to compare) */
+static int gv_pdl(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("RLX_GPU_PDL");
+        on = !(e && strcmp(e, "0") == 0);
+    }
+    return on;
+}
+#endif
+
 template <int WD, int MB, bool GLU, int KS>
 static void launch_ks(gpuStream_t s, bool vec, gpu_ten x, const gv_segs &sg, const void *wu,
                       int64_t M, int64_t K)
 {
     const int cols = GV_WARPS / KS;
     unsigned grid = (unsigned)((sg.end[sg.n - 1] + cols - 1) / cols);
+#if defined(RLX_GPU_HIP)
     if (vec)
         RLX_LAUNCH((k_gemv<WD, MB, GLU, true, KS>), grid, GV_WARPS * 32, 0, s)(x, sg, wu, (int)M, K);
     else
         RLX_LAUNCH((k_gemv<WD, MB, GLU, false, KS>), grid, GV_WARPS * 32, 0, s)(x, sg, wu, (int)M, K);
+#else
+    rlx_launch_pdl(gv_pdl(), vec ? k_gemv<WD, MB, GLU, true, KS> : k_gemv<WD, MB, GLU, false, KS>, dim3(grid),
+                   dim3(GV_WARPS * 32), s, x, sg, wu, (int)M, K);
+#endif
 }
 
 /* K split over KS warps when the columns alone leave SMs short of loads in flight */
