@@ -1346,12 +1346,12 @@ static float *ref_rms(const tens *s, const tens *g, int add_one, int64_t M, int6
     return x;
 }
 
-/* The decode MLP's entry: o projection, add_rms_norm of its product and the residual, gate
- * and up + swiglu (glu) or one product of the norm: two launches, the add in the first
- * GEMV, the norm in the next. x and the residual are made in the program (mul of two
- * inputs). over = 1: the sum over the residual (exact: allowed); 2: the output over x (dead
- * by then: allowed); 3: the sum over x (read by other warps: the steps run one by one). */
-static void fused_gemv_add_norm(gpu *g, int dt, int glu, int over)
+/* The decode MLP's entry as the llama flow emits it: o projection, add_rms_norm of its
+ * product and the residual, gate and up + swiglu (glu: one fused GEMV) or one product of the
+ * norm, with outputs over inputs that are dead by then, as the arena may place them. x and
+ * the residual are made in the program (mul of two inputs). over = 1: the sum over the
+ * residual; 2: the last output over x; 3: the sum over x. */
+static void decode_mlp_entry(gpu *g, int dt, int glu, int over)
 {
     const int64_t K = 1032, H = 1032, N = 72;
     enum { X1, X2, WO, R1, R2, G, WG, WU, X, R, P, S, NN, GT, UP, Y, NV };
@@ -1392,7 +1392,7 @@ static void fused_gemv_add_norm(gpu *g, int dt, int glu, int over)
         ry[n] = silu_d(ry[n]) * u[n];
     rlx_diag d;
     char what[96];
-    snprintf(what, sizeof what, "fused gemv + add_rms_norm + %s %s%s", glu ? "gate/up" : "gemv", dtn(dt),
+    snprintf(what, sizeof what, "gemv, add_rms_norm, %s %s%s", glu ? "gate/up + swiglu" : "gemv", dtn(dt),
              over == 1 ? ", sum over residual" : over == 2 ? ", output over x" : over == 3 ? ", sum over x" : "");
     if (run_prog(g, t, kind, share, NV, nodes, glu ? 7 : 5, &d))
         fail_msg(g, what, d.msg);
@@ -1765,7 +1765,7 @@ static void test_fused(gpu *g)
         for (int over = 0; over < 3; over++)
             fused_gemv_add(g, dt, over == 1 && k == 1, over);
         for (int over = 0; over < 4; over++)
-            fused_gemv_add_norm(g, dt, over != 2 || k != 1, over);
+            decode_mlp_entry(g, dt, over != 2 || k != 1, over);
     }
     fused_norm_gemv(g, 1024, RLX_BF16, 0, 1);
     fused_rope_cache(g, RLX_BF16, 16);

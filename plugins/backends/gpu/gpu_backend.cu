@@ -1340,9 +1340,9 @@ static int gemv_add_at(const gpu_exe *x, const int *uses, int i)
 static int norm_feeds(const gpu_exe *x, const rlx_program *prog, const int *uses, int i, int g0, int g1)
 {
     const gpu_step *nm = &x->steps[i];
-    int h = nm->out[nm->op == OP_ADD_RMS_NORM ? 1 : 0], cnt = 0;
-    if ((nm->op != OP_RMS_NORM && nm->op != OP_ADD_RMS_NORM) || x->root[h] != h ||
-        prog->values[h].kind == RLX_VALUE_OUTPUT || g1 - i - 1 > GPU_FUSE_PARTS)
+    int h = nm->out[0], cnt = 0;
+    if (nm->op != OP_RMS_NORM || x->root[h] != h || prog->values[h].kind == RLX_VALUE_OUTPUT ||
+        g1 - i - 1 > GPU_FUSE_PARTS)
         return 0;
     for (int j = g0; j < g1; j++) {
         const gpu_step *st = &x->steps[j];
@@ -1367,21 +1367,6 @@ static int gemvs_end(const gpu_exe *x, int i)
            !made_in(x, i, j, x->steps[j].in[1]) && !(x->steps[j].n_in == 3 && made_in(x, i, j, x->steps[j].in[2])))
         j++;
     return j;
-}
-
-/* A decode GEMV, an add_rms_norm of its product and a residual, then GEMVs that alone read
- * the norm (gate/up + swiglu, or 1-3 of one x): the add in the first GEMV's epilogue, the
- * norm in the next GEMVs; two launches. Returns the group's end or 0. */
-static int gemv_add_norm_at(const gpu_exe *x, const rlx_program *prog, const int *uses, int i)
-{
-    if (i + 2 >= (int)x->n_steps)
-        return 0;
-    const gpu_step *a = &x->steps[i], *b = &x->steps[i + 1];
-    if (!(a->op == OP_MATMUL && a->gemv && b->op == OP_ADD_RMS_NORM && b->n == a->n && b->rows == a->rows &&
-          (b->in[0] == a->out[0]) != (b->in[1] == a->out[0]) && uses[a->out[0]] == 1))
-        return 0;
-    int j1 = glu_at(x, uses, i + 2) ? i + 5 : gemvs_end(x, i + 2);
-    return j1 && j1 - i - 1 <= GPU_FUSE_PARTS && norm_feeds(x, prog, uses, i + 1, i + 2, j1) ? j1 : 0;
 }
 
 /* Groups consecutive steps whose work one launch can do (see FUSE_*). Reads of each value
@@ -1416,7 +1401,7 @@ static int fuse_steps(gpu_exe *x, const rlx_program *prog)
             int i1 = i + 1, j1 = attn_in_group(x, prog, i1);
             if (!j1 && glu_at(x, uses, i1))
                 j1 = i1 + 3;
-            if (!j1 && !gemv_add_at(x, uses, i1) && !gemv_add_norm_at(x, prog, uses, i1))
+            if (!j1 && !gemv_add_at(x, uses, i1))
                 j1 = gemvs_end(x, i1); /* a GEMV, or several of the same x */
             if (j1 && norm_feeds(x, prog, uses, i, i1, j1)) {
                 nrm = i;
@@ -1426,7 +1411,7 @@ static int fuse_steps(gpu_exe *x, const rlx_program *prog)
         }
         gpu_step *a = &x->steps[i];
         gpu_step *b = i + 1 < n ? &x->steps[i + 1] : NULL;
-        int np = 0, j1 = attn_in_group(x, prog, i), j2 = 0, own_nrm = -1;
+        int np = 0, j1 = attn_in_group(x, prog, i);
         if (j1 > 0) {
             if (attn_in_scratch(x, prog, i, j1) != 0) {
                 free(uses);
@@ -1453,11 +1438,6 @@ static int fuse_steps(gpu_exe *x, const rlx_program *prog)
         } else if (glu_at(x, uses, i)) {
             a->fuse = FUSE_GLU;
             np = 2;
-        } else if (nrm < 0 && (j2 = gemv_add_norm_at(x, prog, uses, i)) > 0) {
-            a->fuse = FUSE_GEMV_ADD; /* and the norm into the GEMVs after it */
-            np = j2 - i - 1;
-            own_nrm = i + 1;
-            x->n_norms++;
         } else if (nrm < 0 && gemv_add_at(x, uses, i)) {
             a->fuse = FUSE_GEMV_ADD;
             np = 1;
@@ -1512,7 +1492,7 @@ static int fuse_steps(gpu_exe *x, const rlx_program *prog)
             x->n_norms--;
             nrm = -1;
         }
-        a->nrm = nrm >= 0 ? nrm : own_nrm;
+        a->nrm = nrm;
         a->g0 = nrm >= 0 ? nrm : i;
         a->g1 = i + np + 1;
         if (a->fuse)
@@ -1593,42 +1573,11 @@ static int same_bytes(const gpu_exe *x, const gpu_step *h, void *const *vp, int 
     return ad && w == ad->out[0] && r == ad->in[ad->in[0] == h->out[0] ? 1 : 0];
 }
 
-/* The two launches of a GEMV + add_rms_norm + GEMVs group: the first writes the sum, which
- * may overlap nothing it reads (the residual only exactly); the second writes the last
- * GEMVs' outputs (or swiglu's), which may overlap neither the sum nor the weights. */
-static int gemv_add_norm_safe(const gpu_exe *x, const gpu_step *h, void *const *vp)
-{
-    const gpu_step *ad = &x->steps[h->nrm];
-    int sum = ad->out[0], res = ad->in[ad->in[0] == h->out[0] ? 1 : 0];
-    const int glu = x->steps[h->g1 - 1].op == OP_SWIGLU;
-    for (int i = 0; i < h->n_in; i++)
-        if (overlap(vp, x->vbytes, sum, h->in[i]))
-            return 0;
-    if ((overlap(vp, x->vbytes, sum, res) && !same_bytes(x, h, vp, sum, res)) ||
-        overlap(vp, x->vbytes, sum, ad->in[2]))
-        return 0;
-    for (int j = h->nrm + 1; j < h->g1; j++) {
-        const gpu_step *st = &x->steps[j];
-        if (glu && st->op == OP_MATMUL)
-            continue; /* gate and up products unwritten */
-        int w = st->out[0];
-        if (overlap(vp, x->vbytes, w, sum) || overlap(vp, x->vbytes, w, ad->in[2]))
-            return 0;
-        for (int k = h->nrm + 1; k < h->g1; k++)
-            for (int q = 1; q < x->steps[k].n_in && x->steps[k].op == OP_MATMUL; q++)
-                if (overlap(vp, x->vbytes, w, x->steps[k].in[q]))
-                    return 0;
-    }
-    return 1;
-}
-
 /* May head h run its group in one launch now? Nothing the launch writes may overlap a
  * value it reads from outside the group, and cache writes must be in place. */
 static int fuse_safe(const gpu_exe *x, const gpu_step *h, void *const *vp)
 {
     int g0 = h->g0, g1 = h->g1;
-    if (h->fuse == FUSE_GEMV_ADD && h->nrm >= 0)
-        return gemv_add_norm_safe(x, h, vp);
     int wr[2 * (GPU_FUSE_PARTS + 1)], rd[5 * (GPU_FUSE_PARTS + 1)], nw = 0, nr = 0;
     for (int j = g0; j < g1; j++) {
         const gpu_step *st = &x->steps[j];
@@ -1729,8 +1678,7 @@ static void run_fused(gpu_be *be, gpu_exe *x, const gpu_step *h, void *const *vp
     const gpu_ten none = {NULL, GDT_F32};
     const gpu_step *nm = h->nrm >= 0 ? &x->steps[h->nrm] : NULL;
     void *const *vx = h->fuse == FUSE_ATTN_IN ? x->vp2 : vp;
-    gpu_gemv_norm gn = {nm ? tin(nm, vx, nm->op == OP_ADD_RMS_NORM ? 2 : 1) : none, nm ? nm->f0 : 0.0f,
-                        nm ? nm->i0 : 0};
+    gpu_gemv_norm gn = {nm ? tin(nm, vx, 1) : none, nm ? nm->f0 : 0.0f, nm ? nm->i0 : 0};
     const gpu_gemv_norm *pn = nm ? &gn : NULL;
     const int hi = (int)(h - x->steps);
     switch (h->fuse) {
@@ -1752,8 +1700,6 @@ static void run_fused(gpu_be *be, gpu_exe *x, const gpu_step *h, void *const *vp
         sg.res = tin(ad, vp, ad->in[0] == h->out[0] ? 1 : 0);
         sg.pdt = h->dto[0];
         gpu_gemv_multi(s, tin(h, vp, 0), none, &sg, 1, h->rows, h->k, NULL);
-        if (nm) /* the GEMVs after the norm, x the sum just written */
-            norm_gemvs(s, x, h->nrm + 1, h->g1, tout(ad, vp, 0), pn, vp);
         break;
     }
     case FUSE_ROPE_CACHE:
