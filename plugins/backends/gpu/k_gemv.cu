@@ -120,7 +120,10 @@ __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_seg
     }
     const int64_t row = n * K;
     RLX_PDL_TRIGGER(); /* the next GEMV may launch now and prefetch its weights */
-    if (live && VEC) { /* the weights do not depend on the kernel before: fetch into L2 */
+    /* the weights do not depend on the kernel before: fetch a warp's share into L2 while
+     * that kernel finishes; not over 8 KB a warp (every resident warp of a large K would
+     * prefetch more than L2 holds) */
+    if (live && VEC && K * (WD == GDT_F32 ? 4 : 2) <= 8192 * KS) {
         constexpr int lpl = 128 / (8 * (WD == GDT_F32 ? 4 : 2)); /* lanes per 128-byte line */
         for (int64_t k0 = (int64_t)(part * 32 + lane) * 8; lane % lpl == 0 && k0 < K; k0 += 256 * KS) {
             RLX_PREFETCH_L2((const char *)w + (row + k0) * (WD == GDT_F32 ? 4 : 2));
