@@ -1016,6 +1016,10 @@ static void test_half(gpu *g)
     mm_case(g, 64, 256, 96, RLX_F16, RLX_F16, RLX_F16, 0, 0);
     mm_case(g, 40, 128, 72, RLX_F16, RLX_F16, RLX_F32, 1, 0);
     mm_case(g, 37, 136, 70, RLX_BF16, RLX_BF16, RLX_BF16, 0, 1);
+    /* one row, few columns over a long K: the skinny kernel splits K over 2 or 4 warps */
+    mm_case(g, 1, 4104, 70, RLX_BF16, RLX_BF16, RLX_BF16, 1, 0);
+    mm_case(g, 1, 1031, 90, RLX_F32, RLX_F16, RLX_F32, 0, 0);
+    mm_case(g, 1, 4096, 33, RLX_F32, RLX_F32, RLX_F32, 0, 1);
     /* attention: the split-key decode path (T <= 8) and the tiled one */
     attn_case_t(g, RLX_BF16, 1, 512, 8, 2, 64, 300, 0, 0, 0);
     attn_case_t(g, RLX_F16, 4, 700, 8, 2, 128, 600, 0, 30.0, 1);
@@ -1223,9 +1227,9 @@ typedef struct pnode {
 static int run_prog(gpu *g, tens *t, const int *kind, const int *share, int nv, const pnode *nodes,
                     int nn, rlx_diag *d)
 {
-    rlx_value_desc vals[16];
+    rlx_value_desc vals[24];
     rlx_node_desc nd[8];
-    void *ptrs[16];
+    void *ptrs[24];
     int rc;
     memset(vals, 0, sizeof vals);
     memset(d, 0, sizeof *d);
@@ -1326,35 +1330,237 @@ static void fused_add_norm(gpu *g, int dt)
     free(ry);
 }
 
-/* decode gate/up products then swiglu (one GEMV with the SwiGLU epilogue) */
-static void fused_glu(gpu *g, int64_t M, int wdt)
+/* x = rms_norm(s) with g (1 + g with add_one) per row of K, unrounded: a norm the GEMVs
+ * after it absorb is never stored */
+static float *ref_rms(const tens *s, const tens *g, int add_one, int64_t M, int64_t K)
 {
-    const int64_t K = 256, N = 72;
-    tens t[6] = {rand_f(2, M, K, 0, 1), rand_t(wdt, 2, N, K, 0, 1), rand_t(wdt, 2, N, K, 0, 1),
-                 mk(RLX_F32, 2, M, N, 0), mk(RLX_F32, 2, M, N, 0), mk(wdt, 2, M, N, 0)};
-    const int kind[6] = {RLX_VALUE_INPUT, RLX_VALUE_INPUT, RLX_VALUE_INPUT, RLX_VALUE_TEMP,
-                         RLX_VALUE_TEMP, RLX_VALUE_OUTPUT};
-    const int share[6] = {-1, -1, -1, -1, -1, -1};
+    float *x = calloc((size_t)(M * K), sizeof(float));
+    for (int64_t m = 0; m < M; m++) {
+        double ss = 0;
+        for (int64_t k = 0; k < K; k++)
+            ss += (double)s->f[m * K + k] * s->f[m * K + k];
+        double inv = 1 / sqrt(ss / (double)K + 1e-5);
+        for (int64_t k = 0; k < K; k++)
+            x[m * K + k] = (float)(s->f[m * K + k] * inv * (add_one ? 1 + g->f[k] : g->f[k]));
+    }
+    return x;
+}
+
+/* The decode MLP's entry as the llama flow emits it: o projection, add_rms_norm of its
+ * product and the residual, gate and up + swiglu (glu: one fused GEMV) or one product of the
+ * norm, with outputs over inputs that are dead by then, as the arena may place them. x and
+ * the residual are made in the program (mul of two inputs). over = 1: the sum over the
+ * residual; 2: the last output over x; 3: the sum over x. */
+static void decode_mlp_entry(gpu *g, int dt, int glu, int over)
+{
+    const int64_t K = 1032, H = 1032, N = 72;
+    enum { X1, X2, WO, R1, R2, G, WG, WU, X, R, P, S, NN, GT, UP, Y, NV };
+    tens t[NV] = {rand_t(dt, 2, 1, K, 0, 1), rand_t(dt, 2, 1, K, 0, 1), rand_t(dt, 2, H, K, 0, 1),
+                  rand_t(dt, 2, 1, H, 0, 3), rand_t(dt, 2, 1, H, 0, 1), rand_t(dt, 1, H, 0, 0, 1),
+                  rand_t(dt, 2, N, H, 0, 1), rand_t(dt, 2, N, H, 0, 1), mk(dt, 2, 1, K, 0), mk(dt, 2, 1, H, 0),
+                  mk(dt, 2, 1, H, 0), mk(dt, 2, 1, H, 0), mk(dt, 2, 1, H, 0), mk(dt, 2, 1, N, 0),
+                  mk(dt, 2, 1, N, 0), mk(dt, 2, 1, N, 0)};
+    int kind[NV], share[NV];
+    for (int k = 0; k < NV; k++) {
+        kind[k] = k < X ? RLX_VALUE_INPUT : k == S || k == Y ? RLX_VALUE_OUTPUT : RLX_VALUE_TEMP;
+        share[k] = -1;
+    }
+    if (over == 1)
+        share[S] = R;
+    else if (over)
+        share[over == 2 ? Y : S] = X;
+    rlx_attr at = RLX_ATTR_F("eps", 1e-5);
+    pnode nodes[7] = {{"rlx.mul", {X1, X2}, {X}, 2, 1, NULL, 0},
+                      {"rlx.mul", {R1, R2}, {R}, 2, 1, NULL, 0},
+                      {"rlx.matmul", {X, WO}, {P}, 2, 1, NULL, 0},
+                      {"rlx.add_rms_norm", {R, P, G}, {S, NN}, 3, 2, &at, 1},
+                      {"rlx.matmul", {NN, WG}, {glu ? GT : Y}, 2, 1, NULL, 0},
+                      {"rlx.matmul", {NN, WU}, {UP}, 2, 1, NULL, 0},
+                      {"rlx.swiglu", {GT, UP}, {Y}, 2, 1, NULL, 0}};
+    float *x = calloc((size_t)K, sizeof(float));
+    double *p = dalloc(H), *rs = dalloc(H), *ry = dalloc(N), *u = dalloc(N);
+    for (int64_t k = 0; k < K; k++)
+        x[k] = (float)as_dt(dt, (double)t[X1].f[k] * t[X2].f[k]);
+    ref_matmul(x, t[WO].f, NULL, p, 1, H, K, 1);
+    tens sum = mk(RLX_F32, 2, 1, H, 0);
+    for (int64_t h = 0; h < H; h++)
+        sum.f[h] = (float)(rs[h] = as_dt(dt, as_dt(dt, (double)t[R1].f[h] * t[R2].f[h]) + as_dt(dt, p[h])));
+    float *xn = ref_rms(&sum, &t[G], 0, 1, H);
+    ref_matmul(xn, t[WG].f, NULL, ry, 1, N, H, 1);
+    ref_matmul(xn, t[WU].f, NULL, u, 1, N, H, 1);
+    for (int64_t n = 0; glu && n < N; n++)
+        ry[n] = silu_d(ry[n]) * u[n];
+    rlx_diag d;
+    char what[96];
+    snprintf(what, sizeof what, "gemv, add_rms_norm, %s %s%s", glu ? "gate/up + swiglu" : "gemv", dtn(dt),
+             over == 1 ? ", sum over residual" : over == 2 ? ", output over x" : over == 3 ? ", sum over x" : "");
+    if (run_prog(g, t, kind, share, NV, nodes, glu ? 7 : 5, &d))
+        fail_msg(g, what, d.msg);
+    else
+        report(g, what, fmax(rel_l2(&t[S], rs), rel_l2(&t[Y], ry)), tol_of(dt));
+    for (int k = 0; k < NV; k++)
+        tfree(&t[k]);
+    tfree(&sum);
+    free(x);
+    free(xn);
+    free(p);
+    free(rs);
+    free(ry);
+    free(u);
+}
+
+/* add then rms_norm, the norm's output stored exactly over the add's second input (a TEMP
+ * the program makes: mul of two inputs), as the arena places it in decode */
+static void fused_add_norm_over(gpu *g, int dt)
+{
+    const int64_t R = 2, H = 2048;
+    enum { A, B1, B2, G, B, S, Y, NV };
+    tens t[NV] = {rand_t(dt, 2, R, H, 0, 1), rand_t(dt, 2, R, H, 0, 1), rand_t(dt, 2, R, H, 0, 1),
+                  rand_f(1, H, 0, 0, 1), mk(dt, 2, R, H, 0), mk(dt, 2, R, H, 0), mk(dt, 2, R, H, 0)};
+    const int kind[NV] = {RLX_VALUE_INPUT, RLX_VALUE_INPUT, RLX_VALUE_INPUT, RLX_VALUE_INPUT,
+                          RLX_VALUE_TEMP, RLX_VALUE_OUTPUT, RLX_VALUE_OUTPUT};
+    const int share[NV] = {-1, -1, -1, -1, -1, -1, B};
+    rlx_attr at = RLX_ATTR_F("eps", 1e-5);
+    pnode nodes[3] = {{"rlx.mul", {B1, B2}, {B}, 2, 1, NULL, 0},
+                      {"rlx.add", {A, B}, {S}, 2, 1, NULL, 0},
+                      {"rlx.rms_norm", {S, G}, {Y}, 2, 1, &at, 1}};
+    double *rs = dalloc(R * H), *ry = dalloc(R * H);
+    for (int64_t r = 0; r < R; r++) {
+        double ss = 0;
+        for (int64_t h = 0; h < H; h++) {
+            int64_t e = r * H + h;
+            rs[e] = as_dt(dt, (double)t[A].f[e] + as_dt(dt, (double)t[B1].f[e] * t[B2].f[e]));
+            ss += rs[e] * rs[e];
+        }
+        double inv = 1 / sqrt(ss / (double)H + 1e-5);
+        for (int64_t h = 0; h < H; h++)
+            ry[r * H + h] = rs[r * H + h] * inv * t[G].f[h];
+    }
+    rlx_diag d;
+    char what[64];
+    snprintf(what, sizeof what, "fused add + rms_norm %s, norm over input", dtn(dt));
+    if (run_prog(g, t, kind, share, NV, nodes, 3, &d))
+        fail_msg(g, what, d.msg);
+    else
+        report(g, what, fmax(rel_l2(&t[S], rs), rel_l2(&t[Y], ry)), tol_of(dt));
+    for (int k = 0; k < NV; k++)
+        tfree(&t[k]);
+    free(rs);
+    free(ry);
+}
+
+/* decode gate/up products then swiglu (one GEMV with the SwiGLU epilogue); norm: x is
+ * the rms_norm of an input, which the GEMV computes itself */
+static void fused_glu(gpu *g, int64_t M, int64_t K, int wdt, int norm)
+{
+    const int64_t N = 72;
+    tens t[8] = {rand_f(2, M, K, 0, 1), rand_t(wdt, 2, N, K, 0, 1), rand_t(wdt, 2, N, K, 0, 1),
+                 mk(RLX_F32, 2, M, N, 0), mk(RLX_F32, 2, M, N, 0), mk(wdt, 2, M, N, 0),
+                 rand_t(wdt, 2, M, K, 0, 3), rand_t(wdt, 1, K, 0, 0, 1)};
+    const int kind[8] = {norm ? RLX_VALUE_TEMP : RLX_VALUE_INPUT, RLX_VALUE_INPUT, RLX_VALUE_INPUT,
+                         RLX_VALUE_TEMP, RLX_VALUE_TEMP, RLX_VALUE_OUTPUT, RLX_VALUE_INPUT, RLX_VALUE_INPUT};
+    const int share[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+    rlx_attr at = RLX_ATTR_F("eps", 1e-5);
     /* up first, gate second: the epilogue takes the gate from swiglu's first input */
-    pnode nodes[3] = {{"rlx.matmul", {0, 2}, {4}, 2, 1, NULL, 0},
+    pnode nodes[4] = {{"rlx.rms_norm", {6, 7}, {0}, 2, 1, &at, 1},
+                      {"rlx.matmul", {0, 2}, {4}, 2, 1, NULL, 0},
                       {"rlx.matmul", {0, 1}, {3}, 2, 1, NULL, 0},
                       {"rlx.swiglu", {3, 4}, {5}, 2, 1, NULL, 0}};
+    float *x = norm ? ref_rms(&t[6], &t[7], 0, M, K) : t[0].f;
     double *r = dalloc(M * N), *u = dalloc(M * N);
-    ref_matmul(t[0].f, t[1].f, NULL, r, M, N, K, 1);
-    ref_matmul(t[0].f, t[2].f, NULL, u, M, N, K, 1);
+    ref_matmul(x, t[1].f, NULL, r, M, N, K, 1);
+    ref_matmul(x, t[2].f, NULL, u, M, N, K, 1);
     for (int64_t k = 0; k < M * N; k++)
         r[k] = silu_d(r[k]) * u[k];
     rlx_diag d;
-    char what[64];
-    snprintf(what, sizeof what, "fused gate/up + swiglu M=%lld %s", (long long)M, dtn(wdt));
-    if (run_prog(g, t, kind, share, 6, nodes, 3, &d))
+    char what[80];
+    snprintf(what, sizeof what, "fused %sgate/up + swiglu M=%lld K=%lld %s", norm ? "rms_norm + " : "",
+             (long long)M, (long long)K, dtn(wdt));
+    if (run_prog(g, t, kind, share, 8, norm ? nodes : nodes + 1, norm ? 4 : 3, &d))
         fail_msg(g, what, d.msg);
     else
         report(g, what, rel_l2(&t[5], r), tol_of(wdt));
-    for (int k = 0; k < 6; k++)
+    for (int k = 0; k < 8; k++)
         tfree(&t[k]);
+    if (norm)
+        free(x);
     free(r);
     free(u);
+}
+
+/* rms_norm then one decode product (the final norm and the LM head): the GEMV norms x
+ * itself; out: the norm's output is also a program output, so it stays a launch */
+static void fused_norm_gemv(gpu *g, int64_t K, int dt, int add_one, int out)
+{
+    const int64_t N = 72;
+    enum { S, G, W, H, Y, NV };
+    tens t[NV] = {rand_t(dt, 2, 1, K, 0, 3), rand_t(dt, 1, K, 0, 0, 1), rand_t(dt, 2, N, K, 0, 1),
+                  mk(dt, 2, 1, K, 0), mk(RLX_F32, 2, 1, N, 0)};
+    const int kind[NV] = {RLX_VALUE_INPUT, RLX_VALUE_INPUT, RLX_VALUE_INPUT,
+                          out ? RLX_VALUE_OUTPUT : RLX_VALUE_TEMP, RLX_VALUE_OUTPUT};
+    const int share[NV] = {-1, -1, -1, -1, -1};
+    rlx_attr at[2] = {RLX_ATTR_F("eps", 1e-5), RLX_ATTR_I("add_one", add_one)};
+    pnode nodes[2] = {{"rlx.rms_norm", {S, G}, {H}, 2, 1, at, 2}, {"rlx.matmul", {H, W}, {Y}, 2, 1, NULL, 0}};
+    float *x = ref_rms(&t[S], &t[G], add_one, 1, K);
+    double *r = dalloc(N), *rh = dalloc(K);
+    ref_matmul(x, t[W].f, NULL, r, 1, N, K, 1);
+    for (int64_t k = 0; k < K; k++)
+        rh[k] = x[k];
+    rlx_diag d;
+    char what[80];
+    snprintf(what, sizeof what, "fused rms_norm%s + gemv K=%lld %s%s", add_one ? "(1+g)" : "", (long long)K,
+             dtn(dt), out ? " (norm also out)" : "");
+    if (run_prog(g, t, kind, share, NV, nodes, 2, &d))
+        fail_msg(g, what, d.msg);
+    else
+        report(g, what, fmax(rel_l2(&t[Y], r), out ? rel_l2(&t[H], rh) : 0), tol_of(dt));
+    for (int k = 0; k < NV; k++)
+        tfree(&t[k]);
+    free(x);
+    free(r);
+    free(rh);
+}
+
+/* a decode product then its residual add (one GEMV, the add in its epilogue). x and the
+ * residual are made in the program (mul of two inputs) so an output may take their bytes:
+ * over = 1: the sum over the residual (allowed: each element read before it is written);
+ * over = 2: the sum over x (N = K; other warps still read x: the steps run one by one) */
+static void fused_gemv_add(gpu *g, int dt, int swap, int over)
+{
+    const int64_t K = 1032, N = 1032;
+    enum { X1, X2, W, R1, R2, X, R, P, S, NV };
+    tens t[NV] = {rand_t(dt, 2, 1, K, 0, 1), rand_t(dt, 2, 1, K, 0, 1), rand_t(dt, 2, N, K, 0, 1),
+                  rand_t(dt, 2, 1, N, 0, 3), rand_t(dt, 2, 1, N, 0, 1), mk(dt, 2, 1, K, 0),
+                  mk(dt, 2, 1, N, 0), mk(dt, 2, 1, N, 0), mk(dt, 2, 1, N, 0)};
+    int kind[NV], share[NV];
+    for (int k = 0; k < NV; k++) {
+        kind[k] = k < X ? RLX_VALUE_INPUT : k == S ? RLX_VALUE_OUTPUT : RLX_VALUE_TEMP;
+        share[k] = k == S && over ? (over == 1 ? R : X) : -1;
+    }
+    pnode nodes[4] = {{"rlx.mul", {X1, X2}, {X}, 2, 1, NULL, 0},
+                      {"rlx.mul", {R1, R2}, {R}, 2, 1, NULL, 0},
+                      {"rlx.matmul", {X, W}, {P}, 2, 1, NULL, 0},
+                      {"rlx.add", {swap ? P : R, swap ? R : P}, {S}, 2, 1, NULL, 0}};
+    float *x = calloc((size_t)K, sizeof(float));
+    double *p = dalloc(N), *r = dalloc(N);
+    for (int64_t k = 0; k < K; k++)
+        x[k] = (float)as_dt(dt, (double)t[X1].f[k] * t[X2].f[k]);
+    ref_matmul(x, t[W].f, NULL, p, 1, N, K, 1);
+    for (int64_t n = 0; n < N; n++)
+        r[n] = as_dt(dt, as_dt(dt, (double)t[R1].f[n] * t[R2].f[n]) + as_dt(dt, p[n]));
+    rlx_diag d;
+    char what[80];
+    snprintf(what, sizeof what, "fused gemv + add%s %s%s", swap ? " (product first)" : "", dtn(dt),
+             over == 1 ? ", sum over residual" : over == 2 ? ", sum over x" : "");
+    if (run_prog(g, t, kind, share, NV, nodes, 4, &d))
+        fail_msg(g, what, d.msg);
+    else
+        report(g, what, rel_l2(&t[S], r), tol_of(dt));
+    for (int k = 0; k < NV; k++)
+        tfree(&t[k]);
+    free(x);
+    free(p);
+    free(r);
 }
 
 /* three decode products of one x, of different widths, one with a bias (one launch) */
@@ -1463,27 +1669,40 @@ static void fused_rope_cache(gpu *g, int dt, int32_t at)
 
 /* The decode schedule's order: q, rope q, k, rope k, v, cache writes (the last two fuse).
  * clobber: k's product is stored where q's was (dead after rope q, as the arena plans it):
- * a backend that ran k's product before q's rope would overwrite q. */
-static void fused_decode_attn_inputs(gpu *g, int dt, int clobber)
+ * a backend that ran k's product before q's rope would overwrite q. norm: x is the
+ * rms_norm of an input (the layer's input norm, which the GEMVs then compute). */
+static void fused_decode_attn_inputs(gpu *g, int dt, int clobber, int norm)
 {
     const int64_t K = 64, nh = 4, nkv = 2, d = 16, S = 8;
     const int32_t at = 3;
-    enum { X, WQ, WK, WV, POS, INV, KC, VC, QM, QR, KM, KR, VM, KO, VO, NV };
+    enum { X, WQ, WK, WV, POS, INV, KC, VC, QM, QR, KM, KR, VM, KO, VO, XS, XG, NV };
     tens t[NV] = {rand_t(dt, 2, 1, K, 0, 1), rand_t(dt, 2, nh * d, K, 0, 0.5),
                   rand_t(dt, 2, nkv * d, K, 0, 0.5), rand_t(dt, 2, nkv * d, K, 0, 0.5),
                   mk(RLX_I32, 1, 1, 0, 0), mk(RLX_F32, 1, d / 2, 0, 0), rand_t(dt, 3, S, nkv, d, 1),
                   rand_t(dt, 3, S, nkv, d, 1), mk(dt, 3, 1, nh, d), mk(dt, 3, 1, nh, d),
                   mk(dt, 3, 1, nkv, d), mk(dt, 3, 1, nkv, d), mk(dt, 3, 1, nkv, d),
-                  mk(dt, 3, S, nkv, d), mk(dt, 3, S, nkv, d)};
+                  mk(dt, 3, S, nkv, d), mk(dt, 3, S, nkv, d), rand_t(dt, 2, 1, K, 0, 3),
+                  rand_t(dt, 1, K, 0, 0, 1)};
     int kind[NV], share[NV];
     for (int k = 0; k < NV; k++) {
-        kind[k] = k < QM ? RLX_VALUE_INPUT : k == QR || k == KO || k == VO ? RLX_VALUE_OUTPUT : RLX_VALUE_TEMP;
+        kind[k] = k < QM || k >= XS ? RLX_VALUE_INPUT
+                  : k == QR || k == KO || k == VO ? RLX_VALUE_OUTPUT : RLX_VALUE_TEMP;
         share[k] = k == KO ? KC : k == VO ? VC : k == KM && clobber ? QM : -1;
+    }
+    rlx_attr eps = RLX_ATTR_F("eps", 1e-5);
+    if (norm) { /* x in dt, made by the norm */
+        kind[X] = RLX_VALUE_TEMP;
+        tfree(&t[X]);
+        t[X] = mk(dt, 2, 1, K, 0);
+        float *xn = ref_rms(&t[XS], &t[XG], 0, 1, K);
+        memcpy(t[X].f, xn, (size_t)K * sizeof(float));
+        free(xn);
     }
     t[POS].i[0] = at;
     for (int64_t i = 0; i < d / 2; i++)
         t[INV].f[i] = (float)pow(10000.0, -2.0 * (double)i / (double)d);
-    pnode nodes[7] = {{"rlx.matmul", {X, WQ}, {QM}, 2, 1, NULL, 0},
+    pnode nodes[8] = {{"rlx.rms_norm", {XS, XG}, {X}, 2, 1, &eps, 1},
+                      {"rlx.matmul", {X, WQ}, {QM}, 2, 1, NULL, 0},
                       {"rlx.rope", {QM, POS, INV}, {QR}, 3, 1, NULL, 0},
                       {"rlx.matmul", {X, WK}, {KM}, 2, 1, NULL, 0},
                       {"rlx.rope", {KM, POS, INV}, {KR}, 3, 1, NULL, 0},
@@ -1514,9 +1733,9 @@ static void fused_decode_attn_inputs(gpu *g, int dt, int clobber)
     }
     rlx_diag d_;
     char what[80];
-    snprintf(what, sizeof what, "decode q,rope,k,rope,v,cache writes %s%s", dtn(dt),
+    snprintf(what, sizeof what, "decode %sq,rope,k,rope,v,cache writes %s%s", norm ? "norm," : "", dtn(dt),
              clobber ? " (k over q)" : "");
-    if (run_prog(g, t, kind, share, NV, nodes, 7, &d_))
+    if (run_prog(g, t, kind, share, NV, norm ? nodes : nodes + 1, norm ? 8 : 7, &d_))
         fail_msg(g, what, d_.msg);
     else
         report(g, what, fmax(rel_l2(&t[QR], rq), fmax(rel_l2(&t[KO], rk), rel_l2(&t[VO], rv))), tol_of(dt));
@@ -1537,13 +1756,21 @@ static void test_fused(gpu *g)
     for (int k = 0; k < 3; k++) {
         int dt = k == 0 ? RLX_F32 : k == 1 ? RLX_BF16 : RLX_F16;
         fused_add_norm(g, dt);
-        fused_glu(g, k == 2 ? 5 : 1, dt);
+        fused_add_norm_over(g, dt);
+        fused_glu(g, k == 2 ? 5 : 1, 256, dt, 0);
+        fused_glu(g, k == 2 ? 3 : 1, 1024, dt, 1); /* one row: K over 2 warps */
         fused_gemvs(g, k == 1 ? 1 : 3, dt);
         fused_rope_cache(g, dt, 5);
+        fused_norm_gemv(g, k == 1 ? 4104 : 520, dt, k == 2, 0);
+        for (int over = 0; over < 3; over++)
+            fused_gemv_add(g, dt, over == 1 && k == 1, over);
+        for (int over = 0; over < 4; over++)
+            decode_mlp_entry(g, dt, over != 2 || k != 1, over);
     }
+    fused_norm_gemv(g, 1024, RLX_BF16, 0, 1);
     fused_rope_cache(g, RLX_BF16, 16);
-    for (int c = 0; c < 4; c++)
-        fused_decode_attn_inputs(g, c < 2 ? RLX_BF16 : RLX_F32, c % 2);
+    for (int c = 0; c < 6; c++)
+        fused_decode_attn_inputs(g, c < 2 || c == 4 ? RLX_BF16 : RLX_F32, c % 2, c >= 4);
 }
 
 static double now_s(void)
@@ -1553,7 +1780,7 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Median seconds of one execute (+ sync) over reps runs of a single-node program. */
+/* Median seconds of one execute over reps runs of 10 executes and a sync (a single-node program). */
 static double time_node(gpu *g, const char *op, tens *ins, int n_in, tens *out,
                         const rlx_attr *attrs, int n_attrs, int reps)
 {
@@ -1585,11 +1812,12 @@ static double time_node(gpu *g, const char *op, tens *ins, int n_in, tens *out,
         for (int w = 0; w < 3; w++)
             g->b->execute(g->be, exe, ptrs, &d);
         g->b->sync(g->be, &d);
-        for (int r = 0; r < reps; r++) {
+        for (int r = 0; r < reps; r++) { /* 10 back to back: one sync's round trip shared */
             double t0 = now_s();
-            g->b->execute(g->be, exe, ptrs, &d);
+            for (int k = 0; k < 10; k++)
+                g->b->execute(g->be, exe, ptrs, &d);
             g->b->sync(g->be, &d);
-            ts[r] = now_s() - t0;
+            ts[r] = (now_s() - t0) / 10;
         }
         for (int a = 0; a < reps; a++) /* median by insertion sort */
             for (int b = a; b > 0 && ts[b] < ts[b - 1]; b--) {
@@ -1630,13 +1858,17 @@ static void bench(gpu *g)
                2.0 * M2 * N2 * K2 / t * 1e-9);
         tfree(&xb);
         tfree(&yb);
-        for (int dt = RLX_F32; dt <= RLX_BF16; dt += 2) {
-            int64_t Kv = 8192, Nv = 8192;
+        /* the 1B decode shapes: o (and q), down, gate, LM head; then 8192 x 8192 in f32 and bf16 */
+        const int64_t shp[6][3] = {{RLX_BF16, 2048, 2048}, {RLX_BF16, 8192, 2048}, {RLX_BF16, 2048, 8192},
+                                   {RLX_BF16, 2048, 32000}, {RLX_F32, 8192, 8192}, {RLX_BF16, 8192, 8192}};
+        for (int c = 0; c < 6; c++) {
+            int dt = (int)shp[c][0];
+            int64_t Kv = shp[c][1], Nv = shp[c][2];
             tens xv = rand_t(dt, 2, 1, Kv, 0, 1), wv = rand_t(dt, 2, Nv, Kv, 0, 1), yv = mk(dt, 2, 1, Nv, 0);
             tens iv[2] = {xv, wv};
             t = time_node(g, "rlx.matmul", iv, 2, &yv, NULL, 0, 50);
-            printf("BENCH %-6s gemv %s M=1 K=8192 N=8192: %.3f ms, %.0f GB/s of weights\n", g->label,
-                   dtn(dt), t * 1e3, (double)tbytes(&wv) / t * 1e-9);
+            printf("BENCH %-6s gemv %s M=1 K=%lld N=%lld: %.4f ms, %.0f GB/s of weights\n", g->label,
+                   dtn(dt), (long long)Kv, (long long)Nv, t * 1e3, (double)tbytes(&wv) / t * 1e-9);
             tfree(&xv);
             tfree(&wv);
             tfree(&yv);

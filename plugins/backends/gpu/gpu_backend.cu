@@ -164,6 +164,8 @@ typedef struct gpu_step {
     int fused_now; /* this execute: the head ran fused, its parts are skipped */
     int head;      /* of an absorbed step, else -1 */
     int priv;      /* in a FUSE_ATTN_IN group: out[0] lives in the group's private scratch */
+    int nrm;       /* of a head: the rms_norm step whose output only the group's GEMVs read
+                    * (they norm x themselves; the output is never stored), else -1 */
     gpu_tp_link tp; /* collectives: the rank, its group and communicator */
 } gpu_step;
 
@@ -176,10 +178,12 @@ enum {
     FUSE_ROPE_CACHE, /* ropes and in-place cache writes of one attention: one launch */
     FUSE_ATTN_IN,  /* decode GEMVs of one x interleaved with ropes of their products and cache
                     * writes: two launches at the last step, the products in private scratch */
+    FUSE_GEMV_ADD, /* decode matmul then add of its product (a residual): one GEMV epilogue */
     FUSE_COUNT
 };
 static const char *const fuse_names[FUSE_COUNT] = {
-    "", "fused add+norm", "fused gemv+swiglu", "fused gemvs", "fused rope+cache", "fused qkv+rope+cache"};
+    "", "fused add+norm", "fused gemv+swiglu", "fused gemvs", "fused rope+cache", "fused qkv+rope+cache",
+    "fused gemv+add"};
 
 typedef struct gpu_exe {
     gpu_step *steps;
@@ -201,7 +205,7 @@ typedef struct gpu_exe {
     int *ovr_v, n_ovr;
     size_t *ovr_off, fs_bytes;
     void **vp2;
-    int n_fused[FUSE_COUNT];
+    int n_fused[FUSE_COUNT], n_norms; /* groups fused; rms_norms absorbed by GEMVs */
     long runs;  /* executes so far (the profile leaves out the first: lazy kernel loading) */
     int coll;   /* has collectives: connected at the first execute, before a capture */
 } gpu_exe;
@@ -1158,10 +1162,10 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
             x->steps[i].head = -1;
     if (be->prof)
         fprintf(stderr, "%s profile: %s program of %u steps; %d add+norm, %d gemv+swiglu, %d gemv groups, "
-                "%d rope+cache groups, %d qkv+rope+cache groups fused\n", RLX_GPU_VENDOR,
-                x->decode ? "decode" : "prefill", x->n_steps, x->n_fused[FUSE_ADD_NORM],
+                "%d rope+cache groups, %d qkv+rope+cache groups, %d gemv+add fused; %d norms into gemvs\n",
+                RLX_GPU_VENDOR, x->decode ? "decode" : "prefill", x->n_steps, x->n_fused[FUSE_ADD_NORM],
                 x->n_fused[FUSE_GLU], x->n_fused[FUSE_GEMVS], x->n_fused[FUSE_ROPE_CACHE],
-                x->n_fused[FUSE_ATTN_IN]);
+                x->n_fused[FUSE_ATTN_IN], x->n_fused[FUSE_GEMV_ADD], x->n_norms);
     *out = x;
     return 0;
 }
@@ -1303,8 +1307,71 @@ static int attn_in_scratch(gpu_exe *x, const rlx_program *prog, int g0, int g1)
     return 0;
 }
 
+/* Gate and up GEMVs of one x then swiglu of their products (nothing else reads them)? */
+static int glu_at(const gpu_exe *x, const int *uses, int i)
+{
+    int n = (int)x->n_steps;
+    if (i + 2 >= n)
+        return 0;
+    const gpu_step *a = &x->steps[i], *b = &x->steps[i + 1], *c = &x->steps[i + 2];
+    return a->op == OP_MATMUL && a->gemv && a->n_in == 2 && b->op == OP_MATMUL && b->gemv &&
+           b->n_in == 2 && b->in[0] == a->in[0] && b->in[1] != a->out[0] && b->rows == a->rows &&
+           b->n == a->n && b->k == a->k && b->dti[1] == a->dti[1] && c->op == OP_SWIGLU &&
+           c->n == c->nb && c->n == a->rows * a->n &&
+           ((c->in[0] == a->out[0] && c->in[1] == b->out[0]) ||
+            (c->in[0] == b->out[0] && c->in[1] == a->out[0])) &&
+           uses[a->out[0]] == 1 && uses[b->out[0]] == 1;
+}
+
+/* A decode GEMV then an add of its product and another value of the same size (the
+ * residual): the add in the GEMV's epilogue */
+static int gemv_add_at(const gpu_exe *x, const int *uses, int i)
+{
+    if (i + 1 >= (int)x->n_steps)
+        return 0;
+    const gpu_step *a = &x->steps[i], *b = &x->steps[i + 1];
+    return a->op == OP_MATMUL && a->gemv && b->op == OP_ADD && b->n == b->nb &&
+           b->n == a->rows * a->n && (b->in[0] == a->out[0]) != (b->in[1] == a->out[0]) &&
+           uses[a->out[0]] == 1;
+}
+
+/* Does the group [g0, g1) read rms_norm step i's output only as the x of its GEMVs, and
+ * nothing else reads it? Then the GEMVs norm x themselves. */
+static int norm_feeds(const gpu_exe *x, const rlx_program *prog, const int *uses, int i, int g0, int g1)
+{
+    const gpu_step *nm = &x->steps[i];
+    int h = nm->out[0], cnt = 0;
+    if (nm->op != OP_RMS_NORM || x->root[h] != h || prog->values[h].kind == RLX_VALUE_OUTPUT ||
+        g1 - i - 1 > GPU_FUSE_PARTS)
+        return 0;
+    for (int j = g0; j < g1; j++) {
+        const gpu_step *st = &x->steps[j];
+        for (int q = 0; q < st->n_in; q++)
+            if (x->root[st->in[q]] == h) {
+                if (!(st->op == OP_MATMUL && st->gemv && q == 0 && st->in[0] == h &&
+                      st->k == nm->n && st->rows == nm->rows))
+                    return 0;
+                cnt++;
+            }
+    }
+    return cnt > 0 && cnt == uses[h];
+}
+
+/* the end of the run of 1-3 decode GEMVs of one x from step i, or 0 */
+static int gemvs_end(const gpu_exe *x, int i)
+{
+    int n = (int)x->n_steps, j = i + 1;
+    if (i >= n || x->steps[i].op != OP_MATMUL || !x->steps[i].gemv)
+        return 0;
+    while (j < n && j - i < GPU_GEMV_SEGS && is_gemv_of(&x->steps[j], &x->steps[i]) &&
+           !made_in(x, i, j, x->steps[j].in[1]) && !(x->steps[j].n_in == 3 && made_in(x, i, j, x->steps[j].in[2])))
+        j++;
+    return j;
+}
+
 /* Groups consecutive steps whose work one launch can do (see FUSE_*). Reads of each value
- * (aliases and program outputs count) keep a product that something else reads. */
+ * (aliases and program outputs count) keep a product that something else reads. An
+ * rms_norm whose output only the next group's GEMVs read joins that group (h->nrm). */
 static int fuse_steps(gpu_exe *x, const rlx_program *prog)
 {
     int n = (int)x->n_steps;
@@ -1324,11 +1391,26 @@ static int fuse_steps(gpu_exe *x, const rlx_program *prog)
             if (r >= 0 && (uint32_t)r < prog->n_values)
                 uses[r]++;
         }
-    for (int i = 0; i < n; i++)
-        x->steps[i].head = -1;
     for (int i = 0; i < n; i++) {
+        x->steps[i].head = -1;
+        x->steps[i].nrm = -1;
+    }
+    for (int i = 0; i < n; i++) {
+        int nrm = -1; /* a norm step before the group that the group absorbs */
+        if (x->steps[i].op == OP_RMS_NORM && i + 1 < n) {
+            int i1 = i + 1, j1 = attn_in_group(x, prog, i1);
+            if (!j1 && glu_at(x, uses, i1))
+                j1 = i1 + 3;
+            if (!j1 && !gemv_add_at(x, uses, i1))
+                j1 = gemvs_end(x, i1); /* a GEMV, or several of the same x */
+            if (j1 && norm_feeds(x, prog, uses, i, i1, j1)) {
+                nrm = i;
+                x->n_norms++;
+                i = i1;
+            }
+        }
         gpu_step *a = &x->steps[i];
-        gpu_step *b = i + 1 < n ? &x->steps[i + 1] : NULL, *c = i + 2 < n ? &x->steps[i + 2] : NULL;
+        gpu_step *b = i + 1 < n ? &x->steps[i + 1] : NULL;
         int np = 0, j1 = attn_in_group(x, prog, i);
         if (j1 > 0) {
             if (attn_in_scratch(x, prog, i, j1) != 0) {
@@ -1337,10 +1419,11 @@ static int fuse_steps(gpu_exe *x, const rlx_program *prog)
             }
             gpu_step *h = &x->steps[j1 - 1]; /* runs at the last step */
             h->fuse = FUSE_ATTN_IN;
-            h->g0 = i;
+            h->g0 = nrm >= 0 ? nrm : i;
             h->g1 = j1;
+            h->nrm = nrm;
             h->n_part = 0;
-            for (int m = i; m < j1 - 1; m++) {
+            for (int m = h->g0; m < j1 - 1; m++) {
                 h->part[h->n_part++] = m;
                 x->steps[m].head = j1 - 1;
             }
@@ -1348,20 +1431,16 @@ static int fuse_steps(gpu_exe *x, const rlx_program *prog)
             i = j1 - 1;
             continue;
         }
-        if (a->op == OP_ADD && b && b->op == OP_RMS_NORM && b->in[0] == a->out[0] &&
+        if (nrm < 0 && a->op == OP_ADD && b && b->op == OP_RMS_NORM && b->in[0] == a->out[0] &&
             b->in[1] != a->out[0] && a->n == a->nb && a->n == b->rows * b->n) {
             a->fuse = FUSE_ADD_NORM;
             np = 1;
-        } else if (a->op == OP_MATMUL && a->gemv && a->n_in == 2 && b && c &&
-                   b->op == OP_MATMUL && b->gemv && b->n_in == 2 && b->in[0] == a->in[0] &&
-                   b->in[1] != a->out[0] &&
-                   b->rows == a->rows && b->n == a->n && b->k == a->k && b->dti[1] == a->dti[1] &&
-                   c->op == OP_SWIGLU && c->n == c->nb && c->n == a->rows * a->n &&
-                   ((c->in[0] == a->out[0] && c->in[1] == b->out[0]) ||
-                    (c->in[0] == b->out[0] && c->in[1] == a->out[0])) &&
-                   uses[a->out[0]] == 1 && uses[b->out[0]] == 1) {
+        } else if (glu_at(x, uses, i)) {
             a->fuse = FUSE_GLU;
             np = 2;
+        } else if (nrm < 0 && gemv_add_at(x, uses, i)) {
+            a->fuse = FUSE_GEMV_ADD;
+            np = 1;
         } else if (a->op == OP_MATMUL && a->gemv) {
             while (np + 1 < GPU_GEMV_SEGS && i + np + 1 < n) {
                 const gpu_step *o = &x->steps[i + np + 1];
@@ -1370,7 +1449,7 @@ static int fuse_steps(gpu_exe *x, const rlx_program *prog)
                     break;
                 np++;
             }
-            if (np)
+            if (np || nrm >= 0)
                 a->fuse = FUSE_GEMVS;
         } else if (rc_step_ok(a)) {
             /* an input made earlier in the group must be a rope's output that a cache write
@@ -1401,14 +1480,22 @@ static int fuse_steps(gpu_exe *x, const rlx_program *prog)
             if (np)
                 a->fuse = FUSE_ROPE_CACHE;
         }
+        a->n_part = 0;
         for (int j = 1; j <= np; j++) {
-            a->part[j - 1] = i + j;
+            a->part[a->n_part++] = i + j;
             x->steps[i + j].head = i;
         }
-        a->n_part = np;
-        a->g0 = i;
+        if (nrm >= 0 && a->fuse) { /* the norm, last of the parts, runs in the head's launch */
+            a->part[a->n_part++] = nrm;
+            x->steps[nrm].head = i;
+        } else if (nrm >= 0) { /* matched nothing after all: the norm runs alone */
+            x->n_norms--;
+            nrm = -1;
+        }
+        a->nrm = nrm;
+        a->g0 = nrm >= 0 ? nrm : i;
         a->g1 = i + np + 1;
-        if (np)
+        if (a->fuse)
             x->n_fused[a->fuse]++;
         i += np;
     }
@@ -1472,6 +1559,20 @@ static int overlap(void *const *vp, const size_t *vb, int a, int b)
     return pa < pb + vb[b] && pb < pa + vb[a];
 }
 
+/* add + rms_norm: a thread reads each element of its row before it writes that element
+ * (same index, same element size), so an output stored exactly over an input is safe (the
+ * arena gives the norm the bytes of the product the add consumed); GEMV + add: the thread
+ * that writes an output element reads the residual's element first */
+static int same_bytes(const gpu_exe *x, const gpu_step *h, void *const *vp, int w, int r)
+{
+    if (vp[w] != vp[r] || x->vbytes[w] != x->vbytes[r])
+        return 0;
+    if (h->fuse == FUSE_ADD_NORM)
+        return 1;
+    const gpu_step *ad = h->fuse == FUSE_GEMV_ADD ? &x->steps[h->part[0]] : NULL;
+    return ad && w == ad->out[0] && r == ad->in[ad->in[0] == h->out[0] ? 1 : 0];
+}
+
 /* May head h run its group in one launch now? Nothing the launch writes may overlap a
  * value it reads from outside the group, and cache writes must be in place. */
 static int fuse_safe(const gpu_exe *x, const gpu_step *h, void *const *vp)
@@ -1483,8 +1584,10 @@ static int fuse_safe(const gpu_exe *x, const gpu_step *h, void *const *vp)
         if (st->op == OP_CACHE_WRITE) {
             if (vp[st->out[0]] != vp[st->in[0]])
                 return 0;
-        } else if (!(h->fuse == FUSE_GLU && st->op == OP_MATMUL) && !st->priv) {
-            /* GLU: products unwritten; ATTN_IN: private ones in scratch */
+        } else if (!((h->fuse == FUSE_GLU || h->fuse == FUSE_GEMV_ADD) && st->op == OP_MATMUL) &&
+                   !st->priv && j != h->nrm) {
+            /* GLU, GEMV_ADD: products unwritten; ATTN_IN: private ones in scratch; an
+             * absorbed norm's output unwritten */
             for (int o = 0; o < op_defs[st->op].n_out; o++)
                 wr[nw++] = st->out[o];
         }
@@ -1494,7 +1597,7 @@ static int fuse_safe(const gpu_exe *x, const gpu_step *h, void *const *vp)
     }
     for (int a = 0; a < nw; a++)
         for (int b = 0; b < nr; b++)
-            if (overlap(vp, x->vbytes, wr[a], rd[b]))
+            if (overlap(vp, x->vbytes, wr[a], rd[b]) && !same_bytes(x, h, vp, wr[a], rd[b]))
                 return 0;
     return 1;
 }
@@ -1538,32 +1641,65 @@ static void run_rope_cache(gpu_be *be, const gpu_exe *x, const gpu_step *h, void
     gpu_rope_cache(be->stream, jb, nj, be->err_dev);
 }
 
+static gpu_gemv_seg gv_seg(const gpu_step *st, void *const *vp)
+{
+    const gpu_ten none = {NULL, GDT_F32};
+    return gpu_gemv_seg{tin(st, vp, 1), st->n_in == 3 ? tin(st, vp, 2) : none, tout(st, vp, 0), st->n,
+                        none, GDT_F32};
+}
+
+/* steps [j0, j1): gate, up, swiglu (one GEMV with the SwiGLU epilogue) or 1-3 GEMVs of
+ * one x, over xin (normed first with pn) */
+static void norm_gemvs(gpuStream_t s, const gpu_exe *x, int j0, int j1, gpu_ten xin, const gpu_gemv_norm *pn,
+                       void *const *vp)
+{
+    const gpu_ten none = {NULL, GDT_F32};
+    gpu_gemv_seg sg[GPU_GEMV_SEGS];
+    const gpu_step *a = &x->steps[j0], *c = &x->steps[j1 - 1];
+    if (c->op == OP_SWIGLU) {
+        const gpu_step *b = &x->steps[j0 + 1];
+        const gpu_step *gate = c->in[0] == a->out[0] ? a : b, *up = gate == a ? b : a;
+        sg[0] = gv_seg(gate, vp);
+        sg[0].bias = none;
+        sg[0].y = tout(c, vp, 0);
+        gpu_gemv_multi(s, xin, tin(up, vp, 1), sg, 1, a->rows, a->k, pn);
+        return;
+    }
+    int ns = 0;
+    for (int j = j0; j < j1 && ns < GPU_GEMV_SEGS; j++)
+        sg[ns++] = gv_seg(&x->steps[j], vp);
+    gpu_gemv_multi(s, xin, none, sg, ns, a->rows, a->k, pn);
+}
+
 /* the group of head h in one launch (fuse_safe said it may) */
 static void run_fused(gpu_be *be, gpu_exe *x, const gpu_step *h, void *const *vp)
 {
     gpuStream_t s = be->stream;
     const gpu_ten none = {NULL, GDT_F32};
+    const gpu_step *nm = h->nrm >= 0 ? &x->steps[h->nrm] : NULL;
+    void *const *vx = h->fuse == FUSE_ATTN_IN ? x->vp2 : vp;
+    gpu_gemv_norm gn = {nm ? tin(nm, vx, 1) : none, nm ? nm->f0 : 0.0f, nm ? nm->i0 : 0};
+    const gpu_gemv_norm *pn = nm ? &gn : NULL;
+    const int hi = (int)(h - x->steps);
     switch (h->fuse) {
     case FUSE_ADD_NORM: {
-        const gpu_step *nm = &x->steps[h->part[0]];
-        gpu_rms_norm(s, tin(h, vp, 0), tin(h, vp, 1), tin(nm, vp, 1), tout(h, vp, 0), tout(nm, vp, 0),
-                     nm->rows, nm->n, nm->f0, nm->i0);
+        const gpu_step *rn = &x->steps[h->part[0]];
+        gpu_rms_norm(s, tin(h, vp, 0), tin(h, vp, 1), tin(rn, vp, 1), tout(h, vp, 0), tout(rn, vp, 0),
+                     rn->rows, rn->n, rn->f0, rn->i0);
         break;
     }
-    case FUSE_GLU: {
-        const gpu_step *b = &x->steps[h->part[0]], *c = &x->steps[h->part[1]];
-        const gpu_step *gate = c->in[0] == h->out[0] ? h : b, *up = gate == h ? b : h;
-        gpu_gemv(s, tin(h, vp, 0), tin(gate, vp, 1), tin(up, vp, 1), none, tout(c, vp, 0), h->rows,
-                 h->n, h->k);
+    case FUSE_GLU: /* gate, up, swiglu: three steps from the head */
+    case FUSE_GEMVS: /* the head and the GEMVs after it (the norm, if any, before it) */
+        norm_gemvs(s, x, hi, hi + (h->fuse == FUSE_GLU ? 3 : 1 + h->n_part - (nm ? 1 : 0)),
+                   nm ? tin(nm, vp, 0) : tin(h, vp, 0), pn, vp);
         break;
-    }
-    case FUSE_GEMVS: {
-        gpu_gemv_seg sg[GPU_GEMV_SEGS];
-        for (int j = 0; j <= h->n_part; j++) {
-            const gpu_step *st = j ? &x->steps[h->part[j - 1]] : h;
-            sg[j] = gpu_gemv_seg{tin(st, vp, 1), st->n_in == 3 ? tin(st, vp, 2) : none, tout(st, vp, 0), st->n};
-        }
-        gpu_gemv_multi(s, tin(h, vp, 0), none, sg, h->n_part + 1, h->rows, h->k);
+    case FUSE_GEMV_ADD: {
+        const gpu_step *ad = &x->steps[h->part[0]];
+        gpu_gemv_seg sg = gv_seg(h, vp);
+        sg.y = tout(ad, vp, 0);
+        sg.res = tin(ad, vp, ad->in[0] == h->out[0] ? 1 : 0);
+        sg.pdt = h->dto[0];
+        gpu_gemv_multi(s, tin(h, vp, 0), none, &sg, 1, h->rows, h->k, NULL);
         break;
     }
     case FUSE_ROPE_CACHE:
@@ -1578,10 +1714,10 @@ static void run_fused(gpu_be *be, gpu_exe *x, const gpu_step *h, void *const *vp
             if (st->op != OP_MATMUL)
                 continue;
             first = first ? first : st;
-            sg[ns++] = gpu_gemv_seg{tin(st, x->vp2, 1), st->n_in == 3 ? tin(st, x->vp2, 2) : none,
-                                    tout(st, x->vp2, 0), st->n};
+            sg[ns++] = gv_seg(st, x->vp2);
         }
-        gpu_gemv_multi(s, tin(first, x->vp2, 0), none, sg, ns, first->rows, first->k);
+        gpu_gemv_multi(s, nm ? tin(nm, x->vp2, 0) : tin(first, x->vp2, 0), none, sg, ns, first->rows,
+                       first->k, pn);
         run_rope_cache(be, x, h, x->vp2);
         break;
     }

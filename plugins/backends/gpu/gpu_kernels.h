@@ -148,14 +148,23 @@ static inline void gpu_gemm(gpuStream_t s, int b_nk, const float *a, const float
 void gpu_gemv(gpuStream_t s, gpu_ten x, gpu_ten w, gpu_ten wu, gpu_ten bias, gpu_ten y, int64_t M,
               int64_t N, int64_t K);
 /* one launch for up to GPU_GEMV_SEGS products of the same x (weights in one dtype, each
- * [N_i,K] with its own bias and output): q/k/v projections in decode; wu only with one */
+ * [N_i,K] with its own bias and output): q/k/v projections in decode; wu only with one.
+ * res.p set: y = res + the product rounded to pdt (a residual add; res may be y);
+ * nrm set: x is rms-normed with g first (the norm's output never stored) */
 #define GPU_GEMV_SEGS 3
 typedef struct gpu_gemv_seg {
     gpu_ten w, bias, y;
     int64_t N;
+    gpu_ten res;
+    int pdt;
 } gpu_gemv_seg;
+typedef struct gpu_gemv_norm {
+    gpu_ten g;
+    float eps;
+    int add_one;
+} gpu_gemv_norm;
 void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *seg, int nseg,
-                    int64_t M, int64_t K);
+                    int64_t M, int64_t K, const gpu_gemv_norm *nrm);
 
 /* k_bmm.cu: c[z] = a[z]·b[z]ᵀ (tb, b [B,N,K]) or a[z]·b[z] (b [B,K,N]) for z < B;
  * y = relu / sin / cos of x */

@@ -173,26 +173,38 @@ __global__ __launch_bounds__(AD_WARPS * 32) static void k_attn_split(gpu_attn a)
     }
 }
 
-template <int DP> __global__ static void k_attn_merge(gpu_attn a)
+/* one block of AD_MERGE threads per (row, head): the splits' maxima and sums are read at
+ * once (a thread each), their weights computed in shared memory, then each thread sums one
+ * head dim over the splits with those loads independent of each other */
+#define AD_MERGE 64
+template <int DP> __global__ __launch_bounds__(AD_MERGE) static void k_attn_merge(gpu_attn a)
 {
-    const int h = blockIdx.x, t = blockIdx.y;
-    const float *part = a.part + ((int64_t)t * a.nh + h) * a.nsplit * (DP + 2);
-    float M = -INFINITY, L = 0.0f;
-    for (int sp = 0; sp < a.nsplit; sp++)
-        M = fmaxf(M, part[sp * (DP + 2)]);
-    for (int sp = 0; sp < a.nsplit; sp++) {
-        float ms = part[sp * (DP + 2)];
-        L += ms == -INFINITY ? 0.0f : part[sp * (DP + 2) + 1] * expf(ms - M);
+    __shared__ float sm[AD_MAX_SPLITS], sl[AD_MAX_SPLITS], sw[AD_MAX_SPLITS], sinv;
+    RLX_PDL_TRIGGER(); /* the output projection after this may launch and fetch its weights */
+    const int h = blockIdx.x, t = blockIdx.y, ns = a.nsplit;
+    const float *part = a.part + ((int64_t)t * a.nh + h) * ns * (DP + 2);
+    for (int sp = threadIdx.x; sp < ns; sp += AD_MERGE) {
+        sm[sp] = part[sp * (DP + 2)];
+        sl[sp] = part[sp * (DP + 2) + 1];
     }
-    float inv = L > 0.0f ? 1.0f / L : 0.0f;
-    for (int dd = threadIdx.x; dd < a.d; dd += blockDim.x) {
-        float o = 0.0f;
-        for (int sp = 0; sp < a.nsplit; sp++) {
-            float ms = part[sp * (DP + 2)];
-            if (ms != -INFINITY)
-                o += part[sp * (DP + 2) + 2 + dd] * expf(ms - M);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float M = -INFINITY, L = 0.0f;
+        for (int sp = 0; sp < ns; sp++)
+            M = fmaxf(M, sm[sp]);
+        for (int sp = 0; sp < ns; sp++) {
+            sw[sp] = sm[sp] == -INFINITY ? 0.0f : expf(sm[sp] - M);
+            L += sl[sp] * sw[sp];
         }
-        stt(a.o, ((int64_t)t * a.nh + h) * a.d + dd, o * inv);
+        sinv = L > 0.0f ? 1.0f / L : 0.0f;
+    }
+    __syncthreads();
+    for (int dd = threadIdx.x; dd < a.d; dd += AD_MERGE) {
+        float o = 0.0f;
+#pragma unroll 8
+        for (int sp = 0; sp < ns; sp++)
+            o += sw[sp] == 0.0f ? 0.0f : part[sp * (DP + 2) + 2 + dd] * sw[sp];
+        stt(a.o, ((int64_t)t * a.nh + h) * a.d + dd, o * sinv);
     }
 }
 
@@ -200,7 +212,7 @@ template <int ND> static void launch_decode(gpuStream_t s, const gpu_attn *a)
 {
     dim3 g1((unsigned)a->nh, (unsigned)a->nsplit, (unsigned)a->T), g2((unsigned)a->nh, (unsigned)a->T);
     RLX_LAUNCH(k_attn_split<ND>, g1, AD_WARPS * 32, 0, s)(*a);
-    RLX_LAUNCH(k_attn_merge<32 * ND>, g2, 64, 0, s)(*a);
+    RLX_LAUNCH(k_attn_merge<32 * ND>, g2, AD_MERGE, 0, s)(*a);
 }
 
 void gpu_attn_decode(gpuStream_t s, const gpu_attn *a)

@@ -2,9 +2,12 @@
  * One warp per output column n streams W's row n (16-byte loads, GV_U of them in flight
  * per lane), dots it with the M rows of x (read through L1: every warp of a block reads
  * the same x), reduces across the warp and writes M outputs with the bias or the SwiGLU
- * epilogue applied. 4 warps a block, N/4 blocks: every SM gets work for N >= 528. */
+ * epilogue applied. 4 warps a block. Few columns over a long row (o and down
+ * projections: N <= 4096) split the row over KS = 2 or 4 warps of one block, summed through
+ * shared memory: 2-4x the warps, so enough loads in flight to stream at full bandwidth. */
 #include "gpu_dtype.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define GV_WARPS 4
@@ -71,23 +74,32 @@ __device__ __forceinline__ void x8_load(const gpu_ten &x, int64_t i, float *f)
 
 __device__ __forceinline__ float gv_silu(float x) { return x / (1.0f + expf(-x)); }
 
-/* up to GPU_GEMV_SEGS weights over one x: the columns of segment i are [end[i-1], end[i]) */
+/* up to GPU_GEMV_SEGS weights over one x: the columns of segment i are [end[i-1], end[i]);
+ * res[i].p set: y = res + (x·Wᵀ rounded to pdt[i]); g.p set: x is rms-normed with g first */
 typedef struct gv_segs {
     const void *w[GPU_GEMV_SEGS];
-    gpu_ten bias[GPU_GEMV_SEGS], y[GPU_GEMV_SEGS];
+    gpu_ten bias[GPU_GEMV_SEGS], y[GPU_GEMV_SEGS], res[GPU_GEMV_SEGS];
+    int pdt[GPU_GEMV_SEGS];
     int64_t end[GPU_GEMV_SEGS];
     int n;
+    gpu_ten g;
+    float eps;
+    int add_one;
 } gv_segs;
 
-/* VEC: K % 8 == 0 and every row 16-byte aligned; else one element per lane per step */
-template <int WD, int MB, bool GLU, bool VEC>
+/* VEC: K % 8 == 0 and every row 16-byte aligned; else one element per lane per step.
+ * KS warps share a column: warp part p takes the 256-element chunks p, p + KS, ... */
+template <int WD, int MB, bool GLU, bool VEC, int KS>
 __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_segs sg,
                                                               const void *__restrict__ wu, int M,
                                                               int64_t K)
 {
-    const int lane = threadIdx.x & 31;
-    int64_t n = (int64_t)blockIdx.x * GV_WARPS + (threadIdx.x >> 5);
-    if (n >= sg.end[sg.n - 1])
+    constexpr int NA = 3 * MB; /* acc, accu, the squares of x (norm) */
+    __shared__ float red[KS > 1 ? GV_WARPS : 1][KS > 1 ? NA : 1];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, part = warp % KS;
+    int64_t n = (int64_t)blockIdx.x * (GV_WARPS / KS) + warp / KS;
+    const bool live = n < sg.end[sg.n - 1];
+    if (KS == 1 && !live)
         return;
     int si = 0;
 #pragma unroll
@@ -98,28 +110,42 @@ __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_seg
     if (si)
         n -= sg.end[si - 1];
     const void *__restrict__ w = sg.w[si];
-    const gpu_ten bias = sg.bias[si], y = sg.y[si];
-    float acc[MB], accu[GLU ? MB : 1];
+    const bool nrm = sg.g.p != NULL;
+    float acc[MB], accu[GLU ? MB : 1], ss[MB];
 #pragma unroll
     for (int m = 0; m < MB; m++) {
-        acc[m] = 0.0f;
+        acc[m] = ss[m] = 0.0f;
         if (GLU)
             accu[GLU ? m : 0] = 0.0f;
     }
     const int64_t row = n * K;
-    if (VEC) {
-        for (int64_t k0 = (int64_t)lane * 8; k0 < K; k0 += 256 * GV_U) {
+    RLX_PDL_TRIGGER(); /* the next GEMV may launch now and prefetch its weights */
+    /* the weights do not depend on the kernel before: fetch a warp's share into L2 while
+     * that kernel finishes; not over 8 KB a warp (every resident warp of a large K would
+     * prefetch more than L2 holds) */
+    if (live && VEC && K * (WD == GDT_F32 ? 4 : 2) <= 8192 * KS) {
+        constexpr int lpl = 128 / (8 * (WD == GDT_F32 ? 4 : 2)); /* lanes per 128-byte line */
+        for (int64_t k0 = (int64_t)(part * 32 + lane) * 8; lane % lpl == 0 && k0 < K; k0 += 256 * KS) {
+            RLX_PREFETCH_L2((const char *)w + (row + k0) * (WD == GDT_F32 ? 4 : 2));
+            if (GLU)
+                RLX_PREFETCH_L2((const char *)wu + (row + k0) * (WD == GDT_F32 ? 4 : 2));
+        }
+    }
+    RLX_PDL_WAIT(); /* x, bias and residual may come from the kernel before */
+    if (!live) {
+    } else if (VEC) {
+        for (int64_t k0 = (int64_t)(part * 32 + lane) * 8; k0 < K; k0 += 256 * KS * GV_U) {
             w8<WD> wv[GV_U], uv[GLU ? GV_U : 1];
 #pragma unroll
             for (int u = 0; u < GV_U; u++)
-                if (k0 + u * 256 < K) {
-                    w8_load<WD>(wv[u], w, row + k0 + u * 256);
+                if (k0 + u * 256 * KS < K) {
+                    w8_load<WD>(wv[u], w, row + k0 + u * 256 * KS);
                     if (GLU)
-                        w8_load<WD>(uv[GLU ? u : 0], wu, row + k0 + u * 256);
+                        w8_load<WD>(uv[GLU ? u : 0], wu, row + k0 + u * 256 * KS);
                 }
 #pragma unroll
             for (int u = 0; u < GV_U; u++) {
-                int64_t k = k0 + u * 256;
+                int64_t k = k0 + u * 256 * KS;
                 if (k < K) {
                     float wf[8], uf[8];
                     w8_unpack<WD>(wv[u], wf);
@@ -130,6 +156,15 @@ __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_seg
                         if (m < M) {
                             float xf[8];
                             x8_load(x, (int64_t)m * K + k, xf);
+                            if (nrm) { /* x * g, its rms applied in the epilogue */
+                                float gf[8];
+                                x8_load(sg.g, k, gf);
+#pragma unroll
+                                for (int e = 0; e < 8; e++) {
+                                    ss[m] += xf[e] * xf[e];
+                                    xf[e] *= sg.add_one ? 1.0f + gf[e] : gf[e];
+                                }
+                            }
 #pragma unroll
                             for (int e = 0; e < 8; e++) {
                                 acc[m] += wf[e] * xf[e];
@@ -143,12 +178,15 @@ __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_seg
         }
     } else {
         const gpu_ten wt = {(void *)w, WD}, ut = {(void *)wu, WD};
-        for (int64_t k = lane; k < K; k += 32) {
+        for (int64_t k = part * 32 + lane; k < K; k += 32 * KS) {
             float wf = ldt(wt, row + k), uf = GLU ? ldt(ut, row + k) : 0.0f;
+            float gk = nrm ? ldt(sg.g, k) + (sg.add_one ? 1.0f : 0.0f) : 1.0f;
 #pragma unroll
             for (int m = 0; m < MB; m++) {
                 if (m < M) {
                     float xv = ldt(x, (int64_t)m * K + k);
+                    ss[m] += xv * xv;
+                    xv *= gk;
                     acc[m] += wf * xv;
                     if (GLU)
                         accu[GLU ? m : 0] += uf * xv;
@@ -158,36 +196,100 @@ __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_seg
     }
 #pragma unroll
     for (int m = 0; m < MB; m++) {
-        if (m >= M)
-            continue;
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) {
             acc[m] += RLX_SHFL_XOR(acc[m], o, 32);
+            if (nrm)
+                ss[m] += RLX_SHFL_XOR(ss[m], o, 32);
             if (GLU)
                 accu[GLU ? m : 0] += RLX_SHFL_XOR(accu[GLU ? m : 0], o, 32);
         }
-        if (lane == 0) {
-            float v = acc[m];
+    }
+    if (KS > 1) { /* the parts of a column: sum in the first warp */
+        if (lane == 0)
+#pragma unroll
+            for (int m = 0; m < MB; m++) {
+                red[KS > 1 ? warp : 0][KS > 1 ? m : 0] = acc[m];
+                red[KS > 1 ? warp : 0][KS > 1 ? 2 * MB + m : 0] = ss[m];
+                if (GLU)
+                    red[KS > 1 ? warp : 0][KS > 1 ? MB + m : 0] = accu[GLU ? m : 0];
+            }
+        __syncthreads();
+        if (part != 0 || !live)
+            return;
+#pragma unroll
+        for (int p = 1; p < KS; p++)
+#pragma unroll
+            for (int m = 0; m < MB; m++) {
+                acc[m] += red[KS > 1 ? warp + p : 0][KS > 1 ? m : 0];
+                ss[m] += red[KS > 1 ? warp + p : 0][KS > 1 ? 2 * MB + m : 0];
+                if (GLU)
+                    accu[GLU ? m : 0] += red[KS > 1 ? warp + p : 0][KS > 1 ? MB + m : 0];
+            }
+    }
+    const gpu_ten bias = sg.bias[si], y = sg.y[si], res = sg.res[si];
+    if (lane == 0)
+#pragma unroll
+        for (int m = 0; m < MB; m++) {
+            if (m >= M)
+                continue;
+            const float r = nrm ? rsqrtf(ss[m] / (float)K + sg.eps) : 1.0f;
+            float v = acc[m] * r;
             if (GLU)
-                v = gv_silu(v) * accu[GLU ? m : 0];
+                v = gv_silu(v) * (accu[GLU ? m : 0] * r);
             else if (bias.p)
                 v += ldt(bias, n);
+            if (res.p) /* the product as a matmul stores it, then the add */
+                v = ldt(res, (int64_t)m * N + n) + round_to(sg.pdt[si], v);
             stt(y, (int64_t)m * N + n, v);
         }
-    }
 }
 
+#if !defined(RLX_GPU_HIP)
+/* programmatic launches on (RLX_GPU_PDL=0: off, to compare) */
+static int gv_pdl(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("RLX_GPU_PDL");
+        on = !(e && strcmp(e, "0") == 0);
+    }
+    return on;
+}
+#endif
+
+template <int WD, int MB, bool GLU, int KS>
+static void launch_ks(gpuStream_t s, bool vec, gpu_ten x, const gv_segs &sg, const void *wu,
+                      int64_t M, int64_t K)
+{
+    const int cols = GV_WARPS / KS;
+    unsigned grid = (unsigned)((sg.end[sg.n - 1] + cols - 1) / cols);
+#if defined(RLX_GPU_HIP)
+    if (vec)
+        RLX_LAUNCH((k_gemv<WD, MB, GLU, true, KS>), grid, GV_WARPS * 32, 0, s)(x, sg, wu, (int)M, K);
+    else
+        RLX_LAUNCH((k_gemv<WD, MB, GLU, false, KS>), grid, GV_WARPS * 32, 0, s)(x, sg, wu, (int)M, K);
+#else
+    rlx_launch_pdl(gv_pdl(), vec ? k_gemv<WD, MB, GLU, true, KS> : k_gemv<WD, MB, GLU, false, KS>, dim3(grid),
+                   dim3(GV_WARPS * 32), s, x, sg, wu, (int)M, K);
+#endif
+}
+
+/* K split over KS warps when the columns alone leave SMs short of loads in flight */
 template <int WD, int MB, bool GLU>
 static void launch_mb(gpuStream_t s, bool vec, gpu_ten x, const gv_segs &sg, const void *wu,
                       int64_t M, int64_t K)
 {
-    unsigned grid = (unsigned)((sg.end[sg.n - 1] + GV_WARPS - 1) / GV_WARPS);
-    if (vec)
-        RLX_LAUNCH((k_gemv<WD, MB, GLU, true>), grid, GV_WARPS * 32, 0, s)(x, sg, wu, (int)M, K);
+    int64_t N = sg.end[sg.n - 1];
+    if (MB > 1) /* batched rows: more work a warp already */
+        launch_ks<WD, MB, GLU, 1>(s, vec, x, sg, wu, M, K);
+    else if (N <= 4096 && K >= 4096)
+        launch_ks<WD, MB, GLU, 4>(s, vec, x, sg, wu, M, K);
+    else if (N <= 4096 && K >= 1024)
+        launch_ks<WD, MB, GLU, 2>(s, vec, x, sg, wu, M, K);
     else
-        RLX_LAUNCH((k_gemv<WD, MB, GLU, false>), grid, GV_WARPS * 32, 0, s)(x, sg, wu, (int)M, K);
+        launch_ks<WD, MB, GLU, 1>(s, vec, x, sg, wu, M, K);
 }
-
 template <int WD, bool GLU>
 static void launch_w(gpuStream_t s, bool vec, gpu_ten x, const gv_segs &sg, const void *wu,
                      int64_t M, int64_t K)
@@ -213,7 +315,7 @@ static void launch_glu(gpuStream_t s, bool vec, int wdt, gpu_ten x, const gv_seg
 }
 
 void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *seg, int nseg,
-                    int64_t M, int64_t K)
+                    int64_t M, int64_t K, const gpu_gemv_norm *nrm)
 {
     gv_segs sg;
     memset(&sg, 0, sizeof sg);
@@ -224,8 +326,16 @@ void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *se
         sg.w[i] = seg[i].w.p;
         sg.bias[i] = seg[i].bias;
         sg.y[i] = seg[i].y;
+        sg.res[i] = seg[i].res;
+        sg.pdt[i] = seg[i].pdt;
         sg.end[i] = end += seg[i].N;
         al |= (uintptr_t)seg[i].w.p;
+    }
+    if (nrm) {
+        sg.g = nrm->g;
+        sg.eps = nrm->eps;
+        sg.add_one = nrm->add_one;
+        al |= (uintptr_t)nrm->g.p;
     }
     if (end <= 0)
         return;
@@ -239,6 +349,6 @@ void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *se
 void gpu_gemv(gpuStream_t s, gpu_ten x, gpu_ten w, gpu_ten wu, gpu_ten bias, gpu_ten y, int64_t M,
               int64_t N, int64_t K)
 {
-    gpu_gemv_seg sg = {w, bias, y, N};
-    gpu_gemv_multi(s, x, wu, &sg, 1, M, K);
+    gpu_gemv_seg sg = {w, bias, y, N, {NULL, GDT_F32}, GDT_F32};
+    gpu_gemv_multi(s, x, wu, &sg, 1, M, K, NULL);
 }

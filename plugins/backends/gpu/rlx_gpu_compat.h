@@ -102,4 +102,36 @@ typedef cudaEvent_t gpuEvent_t;
 
 #define RLX_LAUNCH(kernel, grid, block, smem, stream) kernel<<<(grid), (block), (smem), (stream)>>>
 
+/* Programmatic dependent launch (CUDA, sm_90 on): a kernel launched programmatically
+ * (rlx_launch_pdl) may start once every block of the kernel before it has run
+ * RLX_PDL_TRIGGER; before RLX_PDL_WAIT (which returns when that kernel has finished and
+ * its writes are visible) it may only read constant data, e.g. prefetch its weights into
+ * L2 (RLX_PREFETCH_L2). On HIP and older GPUs these are no-ops and plain launches. */
+#if !defined(RLX_GPU_HIP) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RLX_PDL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
+#define RLX_PDL_TRIGGER() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
+#define RLX_PREFETCH_L2(p) asm volatile("prefetch.global.L2 [%0];" ::"l"(p))
+#else
+#define RLX_PDL_WAIT() ((void)0)
+#define RLX_PDL_TRIGGER() ((void)0)
+#define RLX_PREFETCH_L2(p) ((void)(p))
+#endif
+#if !defined(RLX_GPU_HIP) && defined(__cplusplus)
+/* k<<<grid, block, 0, s>>>(args...), marked programmatic when pdl is set */
+template <typename... P, typename... A>
+static inline void rlx_launch_pdl(int pdl, void (*k)(P...), dim3 grid, dim3 block, gpuStream_t s, A... args)
+{
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t c = {};
+    c.gridDim = grid;
+    c.blockDim = block;
+    c.stream = s;
+    c.attrs = at;
+    c.numAttrs = pdl ? 1 : 0;
+    (void)cudaLaunchKernelEx(&c, k, args...);
+}
+#endif
+
 #endif
