@@ -282,7 +282,6 @@ RLX_API int rlx_tp_open(const char *dir, const rlx_model_options *opt, int ranks
     if (o.devices && ranks && n_dev != ranks)
         return rlx_diag_set(d, RLX_ERR_INVALID, "--devices %s: %d device%s for %d ranks", o.devices, n_dev,
                             n_dev == 1 ? "" : "s", ranks);
-    o.devices = NULL; /* the ranks are this process's threads */
     rlx_tp *t = calloc(1, sizeof *t);
     if (!t || !(t->m = calloc(TP_MAX_RANKS, sizeof *t->m))) {
         free(t);
@@ -488,7 +487,7 @@ int rg_model_check_devices(rlx_model *m, const char *devices, rlx_diag *d)
     }
     if (!n) return 0;
     if (!gpu) {
-        if (n == 1) return 0;
+        if (n == 1 || m->tp_ranks > 1) return 0; /* CPU ranks are threads: the list counts them */
         rlx_diag why;
         rlx_diag_init(&why);
         const rlx_backend *cuda = rlx_registry_backend(m->registry, "cuda", &why);
@@ -504,8 +503,10 @@ int rg_model_check_devices(rlx_model *m, const char *devices, rlx_diag *d)
     if (n > 1 && !runs_collectives(m->be))
         return rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "backend %s: %s: tensor parallelism over GPUs is not wired into "
                             "this backend yet (docs/multi-gpu.md)", m->be->name, list);
-    if (n > 1 && devices) /* one model is one rank: the tensor-parallel runtime opens one per device */
+    /* one model is one rank: the tensor-parallel runtime opens one per device */
+    if (n > 1 && devices && m->tp_ranks <= 1)
         return rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "backend %s: %s: a model runs on one device; several run "
-                            "tensor-parallel through rlx_tp_open (rlx-bench --devices)", m->be->name, list);
+                            "tensor-parallel through rlx_tp_open (rlx-run generate, rlx-bench --devices)",
+                            m->be->name, list);
     return 0;
 }
