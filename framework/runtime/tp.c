@@ -310,6 +310,12 @@ RLX_API int rlx_tp_open(const char *dir, const rlx_model_options *opt, int ranks
                               "rlx.all_gather, which it does not run yet (docs/multi-gpu.md)", t->m[r]->be->name);
         t->m[r]->tp_group = group;
     }
+    /* A rank's decode runs the fusable policy unless one was asked for: there the gate/up
+     * GEMVs and SwiGLU become one rlx.linear_swiglu node. Left to the backend's own fusion,
+     * the arena gives the rank's narrower SwiGLU output the bytes of its input and the
+     * fused launch is refused: 96 more launches a token (docs/perf-notes.md). */
+    for (int r = 0; r < ranks && !rc && ranks > 1 && !o.policy; r++)
+        snprintf(t->m[r]->policy[1], sizeof t->m[r]->policy[1], "fusable");
     if (!rc && ranks > 1) rc = pool_start(ranks, &t->pool, d);
     if (rc) {
         rlx_tp_close(t);
