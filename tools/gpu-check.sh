@@ -10,8 +10,9 @@
 #                                 everything, prints one table (and writes it to $OUT)
 #
 # GPU_CHECK_ONLY=REGEX (run) runs only the rows whose name matches (e.g. 'conformance|bench'),
-# or tp (tensor parallelism: tp-parity, tp-speed; only where 2 or more GPUs are visible),
-# to spend less device time while iterating; unset, everything runs.
+# or tp (tensor parallelism: tp-parity, tp-speed, tp-profile; only where 2 or more GPUs
+# are visible), to spend less device time while iterating; unset, everything runs.
+# GPU_CHECK_KEEP=1 (run) keeps the generated 8B model (/tmp/rlx-llama8b) for later commands.
 # GPU_CHECK_INCREMENTAL=1 (pack) rebuilds in the tree of an earlier pack.
 # RLX_GPU_ROOT (default /tmp/rlx-gpu) and RLX_GPU_BUILD (default $RLX_GPU_ROOT/build): where
 # the tree is packed and unpacked, the same on both sides; several packers on one machine
