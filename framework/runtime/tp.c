@@ -138,9 +138,9 @@ static void *rank_thread(void *arg)
         while (__atomic_load_n(&p->gen, __ATOMIC_ACQUIRE) == seen && !p->quit) pthread_cond_wait(&p->go, &p->mu);
         int quit = __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE) == seen;
         seen = p->gen;
-        rank_job *j = &p->jobs[r];
+        rank_job *j = quit ? NULL : &p->jobs[r];
         pthread_mutex_unlock(&p->mu);
-        if (quit) return NULL;
+        if (!j) return NULL;
         rank_run(j);
         if (__atomic_sub_fetch(&p->pending, 1, __ATOMIC_ACQ_REL) == 0) {
             pthread_mutex_lock(&p->mu);
