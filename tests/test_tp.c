@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "parity_util.h"
 #include "rlx/rlx.h"
 #include "testutil.h"
@@ -111,8 +112,8 @@ START_TEST(test_heads_do_not_divide)
     rlx_tp_session_free(s);
     rlx_tp_close(tp);
     rlx_diag_init(&d);
-    ck_assert_int_eq(rlx_tp_open(mdir, &o, 0, &tp, &d), RLX_ERR_INVALID);
-    ck_assert_str_eq(d.msg, "tensor parallelism: 0 ranks (1 to 64)");
+    ck_assert_int_eq(rlx_tp_open(mdir, &o, -1, &tp, &d), RLX_ERR_INVALID);
+    ck_assert_str_eq(d.msg, "tensor parallelism: -1 ranks (1 to 64; 0: one per device listed)");
 }
 END_TEST
 
@@ -180,6 +181,14 @@ START_TEST(test_devices_ranks)
     o.devices = "0,1";
     ck_assert_int_eq(rlx_tp_open(mdir, &o, 3, &tp, &d), RLX_ERR_INVALID);
     ck_assert_str_eq(d.msg, "--devices 0,1: 2 devices for 3 ranks");
+    /* 0 ranks: one per device listed, else one */
+    ck_assert_msg(rlx_tp_open(mdir, &o, 0, &tp, &d) == 0, "%s", d.msg);
+    ck_assert_int_eq(rlx_tp_ranks(tp), 2);
+    rlx_tp_close(tp);
+    rlx_model_options one = opts();
+    ck_assert_msg(rlx_tp_open(mdir, &one, 0, &tp, &d) == 0, "%s", d.msg);
+    ck_assert_int_eq(rlx_tp_ranks(tp), 1);
+    rlx_tp_close(tp);
     ck_assert_msg(rlx_tp_open(mdir, &o, 2, &tp, &d) == 0, "%s", d.msg);
     rlx_tp_session *s = NULL;
     ck_assert_msg(rlx_tp_session_new(tp, 16, &s, &d) == 0, "%s", d.msg);
@@ -195,6 +204,51 @@ START_TEST(test_devices_ranks)
     int64_t n0 = rlx_tp_session_device_bytes(s, 0), n1 = rlx_tp_session_device_bytes(s, 1);
     ck_assert_msg(n0 >= 3 * 2 * 16 * 16 * 4 && n0 == n1, "%lld %lld bytes", (long long)n0, (long long)n1);
     ck_assert_int_eq(rlx_tp_session_device_bytes(s, 2), -1);
+    rlx_tp_session_free(s);
+    rlx_tp_close(tp);
+}
+END_TEST
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* a rank whose peer never comes (rank 1 stepped alone) fails in RLX_TP_TIMEOUT_S seconds
+ * with one line naming the group; the group is broken after, so later steps fail at once */
+START_TEST(test_dead_peer)
+{
+    char mdir[1024];
+    snprintf(mdir, sizeof mdir, "%s", tu_fixture("llama32-tiny"));
+    rlx_model_options o = opts();
+    rlx_tp *tp = NULL;
+    rlx_diag d;
+    rlx_diag_init(&d);
+    ck_assert_msg(rlx_tp_open(mdir, &o, 2, &tp, &d) == 0, "%s", d.msg);
+    rlx_tp_session *s = NULL;
+    rlx_session *alone = NULL;
+    ck_assert_msg(rlx_tp_session_new(tp, 16, &s, &d) == 0, "%s", d.msg);
+    ck_assert_msg(rlx_session_new(rlx_tp_model(tp, 1), 16, &alone, &d) == 0, "%s", d.msg);
+    static const int32_t ids[] = {1, 2, 3};
+    float a[512];
+    ck_assert_msg(rlx_tp_session_prefill(s, ids, 3, NULL, a, &d) == 0, "%s", d.msg);
+    setenv("RLX_TP_TIMEOUT_S", "1", 1);
+    double t0 = now_ms();
+    ck_assert_int_eq(rlx_session_decode(alone, 4, a, &d), RLX_ERR_DEVICE);
+    double ms = now_ms() - t0;
+    ck_assert_msg(ms > 900 && ms < 10000, "%.0f ms", ms);
+    ck_assert_msg(strstr(d.msg, "rlx.all_reduce (node ") == d.msg && strstr(d.msg, "): rank 1 of 2 waited 1 s for the "
+                  "other ranks of group ") && strstr(d.msg, " (one failed or hangs)") && !strchr(d.msg, '\n'),
+                  "%s", d.msg);
+    t0 = now_ms();
+    ck_assert_int_eq(rlx_tp_session_decode(s, 4, a, &d), RLX_ERR_DEVICE);
+    ck_assert_msg(now_ms() - t0 < 900, "%.0f ms", now_ms() - t0);
+    ck_assert_msg(strstr(d.msg, "rank 0: rlx.all_reduce (node ") == d.msg &&
+                  strstr(d.msg, " is broken: a rank did not arrive before"), "%s", d.msg);
+    unsetenv("RLX_TP_TIMEOUT_S");
+    rlx_session_free(alone);
     rlx_tp_session_free(s);
     rlx_tp_close(tp);
 }
@@ -248,6 +302,21 @@ START_TEST(test_devices_cli)
     ck_assert_msg(strncmp(r.err, "rlx-run: --devices 0,1: no GPU backend runs here (", 50) == 0, "%s", r.err);
     ck_assert_msg(strchr(r.err, '\n') == r.err + strlen(r.err) - 1, "one line: %s", r.err);
     tu_result_free(&r);
+    /* generate over 2 ranks (the CPU backend's ranks are threads) gives the unsplit ids */
+    char *ids1 = NULL;
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --ids 1,2,3 -n 6 --greedy --json --backend cpu%s", run,
+                 tu_fixture("llama32-tiny"), k ? " --devices 0,1" : "");
+        r = tu_run(cmd, 120);
+        ck_assert_msg(r.status == 0, "%s", r.err);
+        const char *at = strstr(r.out, "\"ids\":[");
+        ck_assert_ptr_nonnull(at);
+        ck_assert_msg((strstr(r.err, ", 2 ranks (tensor-parallel)\n") != NULL) == k, "%s", r.err);
+        if (!k) ids1 = strndup(at, strcspn(at, "]"));
+        else ck_assert_msg(strncmp(at, ids1, strlen(ids1)) == 0, "%s against %s", at, ids1);
+        tu_result_free(&r);
+    }
+    free(ids1);
     tu_rmrf(tmp);
     free(tmp);
 }
@@ -263,6 +332,7 @@ int main(void)
     tcase_add_test(c, test_heads_do_not_divide);
     tcase_add_loop_test(c, test_session_two_ranks, 0, 2);
     tcase_add_test(c, test_devices_ranks);
+    tcase_add_test(c, test_dead_peer);
     tcase_add_test(c, test_devices_parse);
     tcase_add_test(c, test_devices_cli);
     suite_add_tcase(s, c);

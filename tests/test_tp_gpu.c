@@ -3,11 +3,14 @@
  * collectives, graphs capturing the decode step) against the same model on GPU 0 alone.
  * f32: the prefill's logits of every row and 5 greedy decode steps within 1e-5 relative
  * L2. bf16: 10 decode steps teacher-forced along GPU 0's greedy ids pick the same ids.
+ * The profile's backend.cuda.devices picks the ranks' devices; a rank whose peer never
+ * comes fails in bounded time (RLX_TP_TIMEOUT_S) instead of hanging in NCCL.
  * Exits 77 (skipped) where the backend finds fewer than 2 devices. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "parity_util.h"
@@ -140,6 +143,107 @@ START_TEST(test_bf16_greedy)
 }
 END_TEST
 
+/* the profile's backend.cuda.devices [1, 0] chooses the ranks and their devices: rank 0 on
+ * GPU 1, rank 1 on GPU 0, and the logits still equal GPU 0 alone's */
+START_TEST(test_profile_devices)
+{
+    char *tmp = tu_mkdtemp(), prof[1200];
+    snprintf(prof, sizeof prof, "%s/two.rlx.json", tmp);
+    FILE *f = fopen(prof, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"backend\": {\"cuda\": {\"devices\": [1, 0], \"graphs\": true}}}\n", f);
+    fclose(f);
+    rlx_model_options o;
+    rlx_model_options_init(&o);
+    o.backend = backend();
+    o.profile = prof;
+    rlx_diag d;
+    rlx_diag_init(&d);
+    rlx_tp *tp = NULL;
+    rlx_model *m = NULL;
+    ck_assert_msg(rlx_tp_open(tu_fixture("llama32-tiny"), &o, 0, &tp, &d) == 0, "%s", d.msg);
+    ck_assert_int_eq(rlx_tp_ranks(tp), 2);
+    for (int r = 0; r < 2; r++) {
+        rlx_memory mem;
+        ck_assert_msg(rlx_model_memory(rlx_tp_model(tp, r), &mem, &d) == 0, "%s", d.msg);
+        ck_assert_msg(strncmp(mem.device, r ? "cuda:0" : "cuda:1", 6) == 0 || strcmp(backend(), "cuda"),
+                      "rank %d on %s", r, mem.device);
+    }
+    o.profile = NULL;
+    ck_assert_msg(rlx_model_open(tu_fixture("llama32-tiny"), &o, &m, &d) == 0, "%s", d.msg);
+    rlx_tp_session *ts = NULL;
+    rlx_session *s = NULL;
+    ck_assert_msg(rlx_tp_session_new(tp, 32, &ts, &d) == 0, "%s", d.msg);
+    ck_assert_msg(rlx_session_new(m, 32, &s, &d) == 0, "%s", d.msg);
+    int64_t V = rlx_model_get_config(m)->vocab_size;
+    float *a = malloc((size_t)V * sizeof *a), *b = malloc((size_t)V * sizeof *b);
+    static const int32_t ids[] = {1, 2, 3, 4, 5};
+    ck_assert_msg(rlx_session_prefill(s, ids, 5, NULL, a, &d) == 0, "%s", d.msg);
+    ck_assert_msg(rlx_tp_session_prefill(ts, ids, 5, NULL, b, &d) == 0, "%s", d.msg);
+    for (int step = 0; step < 3; step++) {
+        ck_assert_msg(rlx_session_decode(s, 7, a, &d) == 0, "%s", d.msg);
+        ck_assert_msg(rlx_tp_session_decode(ts, 7, b, &d) == 0, "%s", d.msg);
+    }
+    double e = tu_rel_l2(b, a, (size_t)V);
+    printf("profile devices [1, 0]: rel L2 %.3g against GPU 0 alone\n", e);
+    ck_assert_msg(e < 1e-5, "rel L2 %.3g", e);
+    free(a);
+    free(b);
+    rlx_tp_session_free(ts);
+    rlx_session_free(s);
+    rlx_tp_close(tp);
+    rlx_model_close(m);
+    tu_rmrf(tmp);
+    free(tmp);
+}
+END_TEST
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* rank 1 stepped alone: its all-reduce waits inside NCCL for rank 0, which never comes. In
+ * RLX_TP_TIMEOUT_S (2 s) the step fails with one line and the communicators are aborted;
+ * the next step of the pair fails at once; closing does not hang */
+START_TEST(test_dead_peer)
+{
+    rlx_model_options o;
+    rlx_model_options_init(&o);
+    o.backend = backend();
+    o.devices = "0,1";
+    rlx_diag d;
+    rlx_diag_init(&d);
+    rlx_tp *tp = NULL;
+    ck_assert_msg(rlx_tp_open(tu_fixture("llama32-tiny"), &o, 2, &tp, &d) == 0, "%s", d.msg);
+    rlx_tp_session *ts = NULL;
+    rlx_session *alone = NULL;
+    ck_assert_msg(rlx_tp_session_new(tp, 32, &ts, &d) == 0, "%s", d.msg);
+    ck_assert_msg(rlx_session_new(rlx_tp_model(tp, 1), 32, &alone, &d) == 0, "%s", d.msg);
+    float lg[4096];
+    static const int32_t ids[] = {1, 2, 3};
+    ck_assert_msg(rlx_tp_session_prefill(ts, ids, 3, NULL, lg, &d) == 0, "%s", d.msg);
+    ck_assert_msg(rlx_tp_session_decode(ts, 4, lg, &d) == 0, "%s", d.msg);
+    setenv("RLX_TP_TIMEOUT_S", "2", 1);
+    double t0 = now_ms();
+    ck_assert_int_eq(rlx_session_decode(alone, 4, lg, &d), RLX_ERR_DEVICE);
+    double ms = now_ms() - t0;
+    printf("dead peer: failed after %.0f ms: %s\n", ms, d.msg);
+    ck_assert_msg(ms > 1900 && ms < 30000, "%.0f ms", ms);
+    ck_assert_msg(strstr(d.msg, "stopped: rank 1: its collectives did not complete within 2 s (a rank failed or "
+                                "hangs, or the ranks run different programs)") && !strchr(d.msg, '\n'), "%s", d.msg);
+    t0 = now_ms();
+    ck_assert_int_eq(rlx_tp_session_decode(ts, 4, lg, &d), RLX_ERR_DEVICE);
+    ck_assert_msg(now_ms() - t0 < 1000 && strstr(d.msg, " was stopped: rank 1: its collectives did not complete"),
+                  "%.0f ms: %s", now_ms() - t0, d.msg);
+    rlx_session_free(alone);
+    rlx_tp_session_free(ts);
+    rlx_tp_close(tp);
+}
+END_TEST
+
 /* the devices the backend's probe lists (0 without the backend), probed in a child: the
  * tests run forked, and CUDA made ready before a fork does not work in the child */
 static int probe_devices(void)
@@ -174,5 +278,10 @@ int main(void)
     tcase_add_loop_test(c, test_f32, 0, (int)N_MODELS);
     tcase_add_loop_test(c, test_bf16_greedy, 0, (int)N_MODELS);
     suite_add_tcase(s, c);
+    TCase *f = tcase_create("function"); /* a hang here fails in a minute, not the whole run */
+    tcase_set_timeout(f, 60);
+    tcase_add_test(f, test_profile_devices);
+    tcase_add_test(f, test_dead_peer);
+    suite_add_tcase(s, f);
     return tu_run_suite(s);
 }

@@ -10,8 +10,9 @@
 #                                 everything, prints one table (and writes it to $OUT)
 #
 # GPU_CHECK_ONLY=REGEX (run) runs only the rows whose name matches (e.g. 'conformance|bench'),
-# or tp (tensor parallelism: tp-parity, tp-speed; only where 2 or more GPUs are visible),
-# to spend less device time while iterating; unset, everything runs.
+# or tp (tensor parallelism: tp-parity, tp-speed, tp-profile; only where 2 or more GPUs
+# are visible), to spend less device time while iterating; unset, everything runs.
+# GPU_CHECK_KEEP=1 (run) keeps the generated 8B model (/tmp/rlx-llama8b) for later commands.
 # GPU_CHECK_INCREMENTAL=1 (pack) rebuilds in the tree of an earlier pack.
 # RLX_GPU_ROOT (default /tmp/rlx-gpu) and RLX_GPU_BUILD (default $RLX_GPU_ROOT/build): where
 # the tree is packed and unpacked, the same on both sides; several packers on one machine
@@ -145,6 +146,7 @@ for p in sys.path:
     cfg=$root/llama-8b-bf16-config.json m8=/tmp/rlx-llama8b
     if want "tp-speed" && [ -f "$cfg" ]; then
         t0=$SECONDS
+        [ -f "$m8/model.safetensors" ] && echo "kept from an earlier run" >"$out/tp-model.log" ||
         python3 - "$cfg" "$m8" <<'PY' >"$out/tp-model.log" 2>&1
 import json, os, shutil, sys, torch
 from safetensors.torch import save_file
@@ -189,7 +191,17 @@ for key, want in (("decode_tokens_per_s", 1.6), ("prefill_tokens_per_s", 1.7)):
 print("%-34s %s" % ("tp-memory GiB per GPU", " / ".join("%.2f" % (v / 2**30) for v in b["device_bytes"]) +
       " (1 GPU: %.2f)" % (a["device_bytes"][0] / 2**30)))
 PY
-        rm -rf "$m8"
+        # where a step's time goes on each rank (graphs off, each op timed; rank 0's table first)
+        if want "tp-profile"; then
+            for devs in 0 0,1; do
+                RLX_GPU_PROFILE=1 RLX_TP_PROFILE=1 timeout 150 ./tools/rlx-bench --model "$m8" --backend cuda \
+                    --devices "$devs" --precision bf16 --prefill 512 --decode 64 --reps 1 --json \
+                    >"$out/tp-profile-$devs.txt" 2>&1
+                row "tp-profile --devices $devs" "rc=$?"
+                echo "==== tp-profile --devices $devs"; cat "$out/tp-profile-$devs.txt"
+            done
+        fi
+        [ -n "${GPU_CHECK_KEEP:-}" ] || rm -rf "$m8"
     fi
 fi
 # where the time goes: per-op kernel times and host calls (RLX_GPU_PROFILE, graphs off)

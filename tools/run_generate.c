@@ -32,7 +32,8 @@ static const char help[] =
     "  --backend NAME         cpu, cuda, rocm or auto (default auto)\n"
     "  --profile NAME|FILE    compile profile preset or .rlx.json file (default: the arch's)\n"
     "  --threads N            CPU worker threads (0: one per physical core)\n"
-    "  --devices 0,1          validated here; several GPUs run through rlx-bench --devices (docs/multi-gpu.md)\n"
+    "  --devices 0,1          GPUs to run on, tensor-parallel over several (one rank each;\n"
+    "                         default: the profile's backend.cuda.devices; docs/multi-gpu.md)\n"
     "  --policy direct|fusable fusion policy, overriding the profile's\n"
     "  --precision f32|f16|bf16 compute dtype, overriding the profile's precision.compute\n"
     "  --mixed none|auto      precision.mixed (auto: only matmul weights in 16 bits)\n"
@@ -167,8 +168,9 @@ static json_t *ids_json(const int32_t *ids, size_t n)
 }
 
 typedef struct gen_state {
-    rlx_model *model;
-    rlx_session *sess;
+    rlx_tp *tp;       /* one rank, or one per device of --devices / backend.cuda.devices */
+    rlx_model *model; /* rank 0's */
+    rlx_tp_session *sess;
     rlx_tokenizer *tok;
     rlx_sampler *sampler;
     int32_t *prompt, *hist;
@@ -179,9 +181,9 @@ typedef struct gen_state {
 static void gen_free(gen_state *g)
 {
     rlx_sampler_free(g->sampler);
-    rlx_session_free(g->sess);
+    rlx_tp_session_free(g->sess);
     rlx_tokenizer_free(g->tok);
-    rlx_model_close(g->model);
+    rlx_tp_close(g->tp);
     free(g->prompt);
     free(g->hist);
     free(g->logits);
@@ -230,12 +232,23 @@ static void sampler_params(const gen_args *a, const rlx_generation_config *gc,
     }
 }
 
+/* ", 2 ranks (tensor-parallel)" after the summary when the model is split */
+static const char *ranks_note(const rlx_tp *t)
+{
+    static char buf[48];
+    int n = rlx_tp_ranks(t);
+    buf[0] = 0;
+    if (n > 1) snprintf(buf, sizeof buf, ", %d ranks (tensor-parallel)", n);
+    return buf;
+}
+
 static int run(const gen_args *a, gen_state *g, rlx_diag *d)
 {
     char path[4096];
     rlx_model_options mo;
     run_model_options(&a->mf, &mo);
-    if (rlx_model_open(a->model, &mo, &g->model, d) != 0) return run_fail(d);
+    if (rlx_tp_open(a->model, &mo, 0, &g->tp, d) != 0) return run_fail(d);
+    g->model = rlx_tp_model(g->tp, 0);
     if (a->dump_flow && (a->json ? rlx_model_dump_flow_json(g->model, stdout, d)
                                  : rlx_model_dump_flow(g->model, stdout, d)) != 0)
         return run_fail(d);
@@ -287,7 +300,7 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
     if (ctx < t + n - 1 || ctx < t)
         return run_error("--ctx %lld is too small for %lld prompt tokens and -n %lld",
                          (long long)ctx, (long long)t, (long long)n);
-    if (rlx_session_new(g->model, ctx, &g->sess, d) != 0) return run_fail(d);
+    if (rlx_tp_session_new(g->tp, ctx, &g->sess, d) != 0) return run_fail(d);
 
     size_t vb = (size_t)vocab * sizeof(float);
     g->logits = malloc(vb);
@@ -307,13 +320,13 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
         run_flush_stdout();
     }
     double t0 = run_now_ms();
-    if (rlx_session_prefill(g->sess, g->prompt, t, g->all_logits, g->logits, d) != 0)
+    if (rlx_tp_session_prefill(g->sess, g->prompt, t, g->all_logits, g->logits, d) != 0)
         return run_fail(d);
     double t1 = run_now_ms();
     int64_t generated = 0, steps = 0;
     while (generated < n) {
         if (generated > 0) {
-            if (rlx_session_decode(g->sess, g->hist[g->n_hist - 1], g->logits, d) != 0)
+            if (rlx_tp_session_decode(g->sess, g->hist[g->n_hist - 1], g->logits, d) != 0)
                 return run_fail(d);
             if (g->dec_logits) memcpy(g->dec_logits + (size_t)steps * (size_t)vocab, g->logits, vb);
             steps++;
@@ -361,10 +374,10 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
     if (run_stdout_check()) return 1;
     fprintf(stderr,
             "rlx-run: prefill %lld tokens in %.1f ms (%.1f tok/s), decode %lld tokens in %.1f ms "
-            "(%.1f tok/s), backend %s, %d threads\n",
+            "(%.1f tok/s), backend %s, %d threads%s\n",
             (long long)t, pre_ms, pre_ms > 0 ? (double)t * 1e3 / pre_ms : 0.0,
             (long long)generated, dec_ms, dec_ms > 0 ? (double)generated * 1e3 / dec_ms : 0.0,
-            rlx_model_backend_name(g->model), rlx_model_threads(g->model));
+            rlx_model_backend_name(g->model), rlx_model_threads(g->model), ranks_note(g->tp));
     if (a->verbose) {
         rlx_memory mem;
         if (rlx_model_memory(g->model, &mem, d) != 0) return run_fail(d);

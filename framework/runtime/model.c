@@ -71,7 +71,10 @@ static int init_backend(rlx_model *m, const rlx_model_options *opt, rlx_diag *d)
     bo.threads = opt && opt->threads ? opt->threads : m->profile[0].backend.cpu.threads;
     snprintf(bo.placement, sizeof bo.placement, "%s",
              m->profile[0].backend.cpu.placement[0] ? m->profile[0].backend.cpu.placement : "cores");
-    bo.device = m->tp_device >= 0 ? m->tp_device : m->profile[0].backend.cuda.device;
+    /* a rank's GPU: given, else the profile's backend.cuda.devices[rank], else device rank */
+    const int *dl = m->profile[0].backend.cuda.devices, nl = m->profile[0].backend.cuda.n_devices;
+    bo.device = m->tp_device >= 0 ? m->tp_device : nl > m->tp_rank ? dl[m->tp_rank]
+              : m->tp_ranks > 1 ? m->tp_rank : m->profile[0].backend.cuda.device;
     bo.graphs = m->profile[0].backend.cuda.graphs;
     m->threads = bo.threads;
     if (!m->be->init) return 0;
@@ -233,10 +236,11 @@ static int check_positions(rlx_model *m, const char *dir, rlx_diag *d)
 RLX_API int rlx_model_open(const char *dir, const rlx_model_options *opt_in, rlx_model **out,
                            rlx_diag *d)
 {
-    return rg_model_open_on(dir, opt_in, -1, out, d);
+    return rg_model_open_on(dir, opt_in, -1, 0, 1, out, d);
 }
 
-int rg_model_open_on(const char *dir, const rlx_model_options *opt_in, int device, rlx_model **out, rlx_diag *d)
+int rg_model_open_on(const char *dir, const rlx_model_options *opt_in, int device, int rank, int ranks,
+                     rlx_model **out, rlx_diag *d)
 {
     if (!out) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_model_open: out is NULL");
     *out = NULL;
@@ -247,6 +251,8 @@ int rg_model_open_on(const char *dir, const rlx_model_options *opt_in, int devic
     rlx_model *m = new_model();
     if (!m) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     m->tp_device = device;
+    m->tp_rank = rank;
+    m->tp_ranks = ranks;
     m->verbose = o.verbose;
     m->progress = o.progress;
     m->progress_user = o.progress_user;

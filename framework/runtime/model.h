@@ -109,8 +109,10 @@ void rg_model_free_weights(rlx_model *m);
 
 /* tp.c: --devices (or the profile's backend.cuda.devices) valid for the chosen backend */
 int rg_model_check_devices(rlx_model *m, const char *devices, rlx_diag *d);
-/* model.c: rlx_model_open with the backend on GPU device (-1: the profile's) */
-int rg_model_open_on(const char *dir, const rlx_model_options *opt, int device, rlx_model **out, rlx_diag *d);
+/* model.c: rlx_model_open as rank of ranks, its backend on GPU device (-1: the profile's
+ * backend.cuda.devices[rank], else device rank when ranks > 1, else backend.cuda.device) */
+int rg_model_open_on(const char *dir, const rlx_model_options *opt, int device, int rank, int ranks,
+                     rlx_model **out, rlx_diag *d);
 
 /* compile.c: build + passes + legalize + plan + backend compile, cached per shape */
 int rg_model_exec(rlx_model *m, int phase, int64_t T, int64_t ctx, rg_exec **out, rlx_diag *d);

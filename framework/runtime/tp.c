@@ -1,21 +1,58 @@
 /* Tensor parallelism over ranks of this process (docs/multi-gpu.md): one model per rank,
  * each compiled through the partition pass for its rank (its slice of the weights, heads
- * and KV cache) and run on its own thread; their collectives meet in the backend under
- * one group id. Rank 0's outputs are the caller's (every rank ends with the same ones). */
+ * and KV cache) and run on a thread of its own, started once; their collectives meet in
+ * the backend under one group id. Rank 0's outputs are the caller's (every rank ends with
+ * the same ones). */
 #include "runtime/model.h"
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define TP_MAX_RANKS 64
+
+/* RLX_TP_PROFILE=1: per phase, each step's host wall time and each rank's start delay and
+ * run time, printed at rlx_tp_close (where a step's time goes between the ranks) */
+typedef struct tp_prof {
+    long n[3];
+    double wall[3], start[3][TP_MAX_RANKS], run[3][TP_MAX_RANKS], tail[3];
+} tp_prof;
+
+typedef struct tp_pool tp_pool;
 
 struct rlx_tp {
     int ranks;
     rlx_model **m;
+    tp_prof *prof;
+    tp_pool *pool; /* the threads of ranks 1.. (NULL for one rank) */
 };
+
+static double tp_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static void prof_print(const rlx_tp *t)
+{
+    static const char *ph[3] = {"forward", "prefill", "decode"};
+    for (int k = 0; k < 3; k++) {
+        double n = (double)t->prof->n[k];
+        if (!t->prof->n[k]) continue;
+        fprintf(stderr, "tp profile %s: %ld steps, %.3f ms wall each, %.3f ms from the last rank's end to the "
+                "step's\n", ph[k], t->prof->n[k], t->prof->wall[k] / n, t->prof->tail[k] / n);
+        for (int r = 0; r < t->ranks; r++)
+            fprintf(stderr, "  rank %d: starts %.3f ms after the step, runs %.3f ms\n", r, t->prof->start[k][r] / n,
+                    t->prof->run[k][r] / n);
+    }
+}
 
 struct rlx_tp_session {
     rlx_tp *t;
     rlx_session **s;
+    float *scratch; /* vocab floats per rank: the logits of ranks 1.. land there */
 };
 
 static int64_t next_group = 1;
@@ -30,9 +67,199 @@ static int runs_collectives(const rlx_backend *be)
     return ar && ag;
 }
 
+/* ---------------------------------------------------------------- one step on every rank */
+
+typedef struct rank_job {
+    int (*fn)(struct rank_job *j);
+    int rank;
+    const void *args; /* the step's arguments, shared */
+    void *own;        /* the rank's own object (model or session) */
+    void *sink;       /* rank 0: the caller's outputs; others: scratch */
+    rlx_diag d;
+    int rc;
+    double t0, t1; /* RLX_TP_PROFILE */
+} rank_job;
+
+static void rank_run(rank_job *j)
+{
+    j->t0 = tp_now_ms();
+    j->rc = j->fn(j);
+    j->t1 = tp_now_ms();
+}
+
+/* Ranks 1.. run on threads started once (rlx_tp_open) and woken per step; rank 0 runs on
+ * the caller's thread. A waiting side spins briefly before it sleeps: the next step (or
+ * the other ranks' end) usually comes within microseconds, a futex wake-up costs tens.
+ * One step at a time per rlx_tp (run_mu): every rank runs the steps in the same order,
+ * so their collectives pair up even when several threads drive its sessions. */
+#define TP_SPIN_MS 0.2
+
+struct tp_pool {
+    int n;
+    pthread_t *th;
+    int *started;
+    pthread_mutex_t mu, run_mu;
+    pthread_cond_t go, done;
+    unsigned gen; /* bumped per step (atomic) */
+    unsigned pending; /* rank threads still running this step (atomic) */
+    int quit;
+    rank_job *jobs;
+};
+
+typedef struct pool_arg {
+    tp_pool *p;
+    int rank;
+} pool_arg;
+
+/* spins until *x != not (gen) or *x == 0 (pending), for at most TP_SPIN_MS; 1 if so */
+static int spin(const unsigned *x, unsigned not, int zero)
+{
+    double t0 = 0;
+    for (unsigned i = 0;; i++) {
+        unsigned v = __atomic_load_n(x, __ATOMIC_ACQUIRE);
+        if (zero ? v == 0 : v != not) return 1;
+        if ((i & 63) == 0) {
+            double t = tp_now_ms();
+            if (!t0) t0 = t;
+            else if (t - t0 > TP_SPIN_MS) return 0;
+        }
+    }
+}
+
+static void *rank_thread(void *arg)
+{
+    tp_pool *p = ((pool_arg *)arg)->p;
+    int r = ((pool_arg *)arg)->rank;
+    free(arg);
+    unsigned seen = 0;
+    for (;;) {
+        spin(&p->gen, seen, 0);
+        pthread_mutex_lock(&p->mu);
+        while (__atomic_load_n(&p->gen, __ATOMIC_ACQUIRE) == seen && !p->quit) pthread_cond_wait(&p->go, &p->mu);
+        int quit = __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE) == seen;
+        seen = p->gen;
+        rank_job *j = quit ? NULL : &p->jobs[r];
+        pthread_mutex_unlock(&p->mu);
+        if (!j) return NULL;
+        rank_run(j);
+        if (__atomic_sub_fetch(&p->pending, 1, __ATOMIC_ACQ_REL) == 0) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
+    }
+}
+
+static void pool_stop(tp_pool *p)
+{
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    p->quit = 1;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    for (int r = 1; r < p->n; r++)
+        if (p->started[r]) pthread_join(p->th[r], NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->run_mu);
+    pthread_cond_destroy(&p->go);
+    pthread_cond_destroy(&p->done);
+    free(p->th);
+    free(p->started);
+    free(p);
+}
+
+static int pool_start(int n, tp_pool **out, rlx_diag *d)
+{
+    tp_pool *p = calloc(1, sizeof *p);
+    if (p) {
+        p->th = calloc((size_t)n, sizeof *p->th);
+        p->started = calloc((size_t)n, sizeof *p->started);
+    }
+    if (!p || !p->th || !p->started) {
+        if (p) free(p->th), free(p->started);
+        free(p);
+        return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    }
+    p->n = n;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_mutex_init(&p->run_mu, NULL);
+    pthread_cond_init(&p->go, NULL);
+    pthread_cond_init(&p->done, NULL);
+    int rc = 0;
+    for (int r = 1; r < n && !rc; r++) {
+        pool_arg *a = malloc(sizeof *a);
+        if (a) *a = (pool_arg){p, r};
+        int e = a ? pthread_create(&p->th[r], NULL, rank_thread, a) : ENOMEM;
+        if (e) {
+            free(a);
+            rc = rlx_diag_set(d, RLX_ERR_INTERNAL, "tensor parallelism: the thread of rank %d did not start (%s)", r,
+                              strerror(e));
+        }
+        p->started[r] = !e;
+    }
+    if (rc) {
+        pool_stop(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+/* runs jobs[1..] on the rank threads and jobs[0] here; the error of the lowest rank that
+ * did not merely wait for another (RLX_ERR_DEVICE from a collective) wins */
+static int on_ranks(rlx_tp *t, int phase, rank_job *jobs, int n, rlx_diag *d)
+{
+    tp_pool *p = t->pool;
+    for (int r = 0; r < n; r++) rlx_diag_init(&jobs[r].d);
+    if (p) pthread_mutex_lock(&p->run_mu);
+    double t0 = tp_now_ms();
+    if (p) {
+        p->jobs = jobs;
+        __atomic_store_n(&p->pending, (unsigned)(n - 1), __ATOMIC_RELEASE);
+        pthread_mutex_lock(&p->mu);
+        __atomic_add_fetch(&p->gen, 1, __ATOMIC_ACQ_REL);
+        pthread_cond_broadcast(&p->go);
+        pthread_mutex_unlock(&p->mu);
+    }
+    rank_run(&jobs[0]);
+    if (p && !spin(&p->pending, 0, 1)) {
+        pthread_mutex_lock(&p->mu);
+        while (__atomic_load_n(&p->pending, __ATOMIC_ACQUIRE)) pthread_cond_wait(&p->done, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
+    if (t->prof) {
+        double t1 = tp_now_ms(), last = 0;
+        t->prof->n[phase]++;
+        t->prof->wall[phase] += t1 - t0;
+        for (int r = 0; r < n; r++) {
+            t->prof->start[phase][r] += jobs[r].t0 - t0;
+            t->prof->run[phase][r] += jobs[r].t1 - jobs[r].t0;
+            last = jobs[r].t1 > last ? jobs[r].t1 : last;
+        }
+        t->prof->tail[phase] += t1 - last;
+    }
+    if (p) pthread_mutex_unlock(&p->run_mu);
+    int pick = -1;
+    for (int r = 0; r < n; r++)
+        if (jobs[r].rc && (pick < 0 || (jobs[pick].rc == RLX_ERR_DEVICE && jobs[r].rc != RLX_ERR_DEVICE))) pick = r;
+    if (pick < 0) return 0;
+    if (d) *d = jobs[pick].d;
+    if (n > 1 && d) { /* "rank R: " before the rank's line, which loses its end when long */
+        char head[16];
+        int k = snprintf(head, sizeof head, "rank %d: ", pick);
+        memcpy(d->msg, head, (size_t)k);
+        memcpy(d->msg + k, jobs[pick].d.msg, sizeof d->msg - (size_t)k - 1);
+        d->msg[sizeof d->msg - 1] = 0;
+    }
+    return jobs[pick].rc;
+}
+
 RLX_API void rlx_tp_close(rlx_tp *t)
 {
     if (!t) return;
+    pool_stop(t->pool);
+    if (t->prof) prof_print(t);
+    free(t->prof);
     for (int r = 0; t->m && r < t->ranks; r++) rlx_model_close(t->m[r]);
     free(t->m);
     free(t);
@@ -42,34 +269,54 @@ RLX_API int rlx_tp_open(const char *dir, const rlx_model_options *opt, int ranks
 {
     if (!out) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_tp_open: out is NULL");
     *out = NULL;
-    if (ranks < 1 || ranks > TP_MAX_RANKS)
-        return rlx_diag_set(d, RLX_ERR_INVALID, "tensor parallelism: %d ranks (1 to %d)", ranks, TP_MAX_RANKS);
-    rlx_tp *t = calloc(1, sizeof *t);
-    if (!t || !(t->m = calloc((size_t)ranks, sizeof *t->m))) {
-        free(t);
-        return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
-    }
-    t->ranks = ranks;
-    int64_t group = __atomic_fetch_add(&next_group, 1, __ATOMIC_RELAXED);
+    if (ranks < 0 || ranks > TP_MAX_RANKS)
+        return rlx_diag_set(d, RLX_ERR_INVALID, "tensor parallelism: %d ranks (1 to %d; 0: one per device listed)",
+                            ranks, TP_MAX_RANKS);
     int rc = 0, dev[RLX_MAX_DEVICES], n_dev = 0;
     rlx_model_options o;
     rlx_model_options_init(&o);
     if (opt) o = *opt;
-    /* rank r on devices[r] (a GPU backend; the CPU backend ignores it), else on device r */
-    if (o.devices && (rc = rlx_devices_parse(o.devices, dev, RLX_MAX_DEVICES, &n_dev, d)) == 0 && n_dev != ranks)
-        rc = rlx_diag_set(d, RLX_ERR_INVALID, "--devices %s: %d device%s for %d ranks", o.devices, n_dev,
-                          n_dev == 1 ? "" : "s", ranks);
-    o.devices = NULL; /* the ranks are this process's threads */
+    /* rank r on devices[r] (a GPU backend; the CPU backend ignores it), else on the profile's
+     * backend.cuda.devices[r], else on device r */
+    if (o.devices && (rc = rlx_devices_parse(o.devices, dev, RLX_MAX_DEVICES, &n_dev, d)) != 0) return rc;
+    if (o.devices && ranks && n_dev != ranks)
+        return rlx_diag_set(d, RLX_ERR_INVALID, "--devices %s: %d device%s for %d ranks", o.devices, n_dev,
+                            n_dev == 1 ? "" : "s", ranks);
+    rlx_tp *t = calloc(1, sizeof *t);
+    if (!t || !(t->m = calloc(TP_MAX_RANKS, sizeof *t->m))) {
+        free(t);
+        return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    }
+    const char *pf = getenv("RLX_TP_PROFILE");
+    if (pf && !strcmp(pf, "1")) t->prof = calloc(1, sizeof *t->prof);
+    int64_t group = __atomic_fetch_add(&next_group, 1, __ATOMIC_RELAXED);
+    t->ranks = 1; /* rank 0 first: its profile may list the devices */
+    rc = rg_model_open_on(dir, &o, n_dev ? dev[0] : -1, 0, ranks ? ranks : n_dev, &t->m[0], d);
+    if (!rc) {
+        const int nl = t->m[0]->profile[0].backend.cuda.n_devices;
+        int gpu = strcmp(t->m[0]->be->name, "cpu") != 0;
+        if (!ranks) ranks = n_dev ? n_dev : gpu && nl ? nl : 1;
+        if (!n_dev && gpu && nl && nl != ranks)
+            rc = rlx_diag_set(d, RLX_ERR_INVALID, "profile backend.cuda.devices: %d device%s for %d ranks", nl,
+                              nl == 1 ? "" : "s", ranks);
+        t->m[0]->tp_ranks = ranks;
+    }
     for (int r = 0; r < ranks && !rc; r++) {
-        rc = rg_model_open_on(dir, &o, n_dev ? dev[r] : ranks > 1 ? r : -1, &t->m[r], d);
+        if (r) rc = rg_model_open_on(dir, &o, n_dev ? dev[r] : -1, r, ranks, &t->m[r], d);
         if (rc) break;
+        t->ranks = r + 1;
         if (ranks > 1 && !runs_collectives(t->m[r]->be))
             rc = rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "backend %s: tensor parallelism needs rlx.all_reduce and "
                               "rlx.all_gather, which it does not run yet (docs/multi-gpu.md)", t->m[r]->be->name);
-        t->m[r]->tp_rank = r;
-        t->m[r]->tp_ranks = ranks;
         t->m[r]->tp_group = group;
     }
+    /* A rank's decode runs the fusable policy unless one was asked for: there the gate/up
+     * GEMVs and SwiGLU become one rlx.linear_swiglu node. Left to the backend's own fusion,
+     * the arena gives the rank's narrower SwiGLU output the bytes of its input and the
+     * fused launch is refused: 96 more launches a token (docs/perf-notes.md). */
+    for (int r = 0; r < ranks && !rc && ranks > 1 && !o.policy; r++)
+        snprintf(t->m[r]->policy[1], sizeof t->m[r]->policy[1], "fusable");
+    if (!rc && ranks > 1) rc = pool_start(ranks, &t->pool, d);
     if (rc) {
         rlx_tp_close(t);
         return rc;
@@ -96,64 +343,6 @@ RLX_API int64_t rlx_tp_session_device_bytes(const rlx_tp_session *s, int rank)
 }
 RLX_API rlx_model *rlx_tp_model(rlx_tp *t, int rank) { return t && rank >= 0 && rank < t->ranks ? t->m[rank] : NULL; }
 
-/* ---------------------------------------------------------------- one step on every rank */
-
-typedef struct rank_job {
-    int (*fn)(struct rank_job *j);
-    int rank;
-    const void *args; /* the step's arguments, shared */
-    void *own;        /* the rank's own object (model or session) */
-    void *sink;       /* rank 0: the caller's outputs; others: scratch */
-    rlx_diag d;
-    int rc;
-} rank_job;
-
-static void *rank_main(void *arg)
-{
-    rank_job *j = arg;
-    j->rc = j->fn(j);
-    return NULL;
-}
-
-/* runs jobs[1..] on threads and jobs[0] here; the error of the lowest rank that did not
- * merely wait for another (RLX_ERR_DEVICE from a collective) wins */
-static int on_ranks(rank_job *jobs, int n, rlx_diag *d)
-{
-    pthread_t *th = calloc((size_t)n, sizeof *th);
-    int *started = calloc((size_t)n, sizeof *started);
-    if (!th || !started) {
-        free(th);
-        free(started);
-        return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
-    }
-    for (int r = 0; r < n; r++) rlx_diag_init(&jobs[r].d);
-    for (int r = 1; r < n; r++) started[r] = pthread_create(&th[r], NULL, rank_main, &jobs[r]) == 0;
-    int missing = 0;
-    for (int r = 1; r < n; r++) missing |= !started[r];
-    if (missing) { /* the started ranks would wait on it: theirs time out, the error says why */
-        jobs[0].rc = rlx_diag_set(&jobs[0].d, RLX_ERR_INTERNAL, "tensor parallelism: a rank thread did not start");
-    } else {
-        rank_main(&jobs[0]);
-    }
-    for (int r = 1; r < n; r++)
-        if (started[r]) pthread_join(th[r], NULL);
-    int pick = -1;
-    for (int r = 0; r < n; r++)
-        if (jobs[r].rc && (pick < 0 || (jobs[pick].rc == RLX_ERR_DEVICE && jobs[r].rc != RLX_ERR_DEVICE))) pick = r;
-    free(th);
-    free(started);
-    if (pick < 0) return 0;
-    if (d) *d = jobs[pick].d;
-    if (n > 1 && d) { /* "rank R: " before the rank's line, which loses its end when long */
-        char head[16];
-        int k = snprintf(head, sizeof head, "rank %d: ", pick);
-        memcpy(d->msg, head, (size_t)k);
-        memcpy(d->msg + k, jobs[pick].d.msg, sizeof d->msg - (size_t)k - 1);
-        d->msg[sizeof d->msg - 1] = 0;
-    }
-    return jobs[pick].rc;
-}
-
 static int fwd_job(rank_job *j) { return rlx_model_forward(j->own, j->args, j->sink, &j->d); }
 
 RLX_API int rlx_tp_forward(rlx_tp *t, const rlx_weights *inputs, rlx_st_writer *outputs, rlx_diag *d)
@@ -163,10 +352,10 @@ RLX_API int rlx_tp_forward(rlx_tp *t, const rlx_weights *inputs, rlx_st_writer *
     if (!jobs) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     int rc = 0;
     for (int r = 0; r < t->ranks && !rc; r++) {
-        jobs[r] = (rank_job){fwd_job, r, inputs, t->m[r], r ? rlx_st_writer_new() : outputs, {0}, 0};
+        jobs[r] = (rank_job){fwd_job, r, inputs, t->m[r], r ? rlx_st_writer_new() : outputs, {0}, 0, 0, 0};
         if (!jobs[r].sink) rc = rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     }
-    if (!rc) rc = on_ranks(jobs, t->ranks, d);
+    if (!rc) rc = on_ranks(t, 0, jobs, t->ranks, d);
     for (int r = 1; r < t->ranks; r++) rlx_st_writer_free(jobs[r].sink);
     free(jobs);
     return rc;
@@ -179,6 +368,7 @@ RLX_API void rlx_tp_session_free(rlx_tp_session *s)
     if (!s) return;
     for (int r = 0; s->s && r < s->t->ranks; r++) rlx_session_free(s->s[r]);
     free(s->s);
+    free(s->scratch);
     free(s);
 }
 
@@ -192,7 +382,10 @@ RLX_API int rlx_tp_session_new(rlx_tp *t, int64_t ctx_len, rlx_tp_session **out,
     if (!t || !out) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_tp_session_new: a NULL argument");
     *out = NULL;
     rlx_tp_session *s = calloc(1, sizeof *s);
-    if (!s || !(s->s = calloc((size_t)t->ranks, sizeof *s->s))) {
+    int64_t V = t->m[0]->cfg.vocab_size > 0 ? t->m[0]->cfg.vocab_size : 1;
+    if (!s || !(s->s = calloc((size_t)t->ranks, sizeof *s->s)) ||
+        !(s->scratch = calloc((size_t)V * (size_t)t->ranks, sizeof *s->scratch))) {
+        if (s) free(s->s);
         free(s);
         return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     }
@@ -233,15 +426,10 @@ static int decode_job(rank_job *j)
 static int session_step(rlx_tp_session *s, int (*fn)(rank_job *), const step_args *a, rlx_diag *d)
 {
     int n = s->t->ranks;
-    int64_t vocab = s->t->m[0]->cfg.vocab_size;
-    rank_job *jobs = calloc((size_t)n, sizeof *jobs);
-    float *scratch = calloc((size_t)(vocab > 0 ? vocab : 1) * (size_t)n, sizeof *scratch);
-    int rc = jobs && scratch ? 0 : rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
-    for (int r = 0; r < n && !rc; r++) jobs[r] = (rank_job){fn, r, a, s->s[r], scratch + (size_t)r * (size_t)vocab, {0}, 0};
-    if (!rc) rc = on_ranks(jobs, n, d);
-    free(jobs);
-    free(scratch);
-    return rc;
+    size_t vocab = (size_t)(s->t->m[0]->cfg.vocab_size > 0 ? s->t->m[0]->cfg.vocab_size : 1);
+    rank_job jobs[TP_MAX_RANKS];
+    for (int r = 0; r < n; r++) jobs[r] = (rank_job){fn, r, a, s->s[r], s->scratch + (size_t)r * vocab, {0}, 0, 0, 0};
+    return on_ranks(s->t, fn == decode_job ? 2 : 1, jobs, n, d);
 }
 
 RLX_API int rlx_tp_session_prefill(rlx_tp_session *s, const int32_t *ids, int64_t n, float *all_logits,
@@ -305,7 +493,7 @@ int rg_model_check_devices(rlx_model *m, const char *devices, rlx_diag *d)
     }
     if (!n) return 0;
     if (!gpu) {
-        if (n == 1) return 0;
+        if (n == 1 || m->tp_ranks > 1) return 0; /* CPU ranks are threads: the list counts them */
         rlx_diag why;
         rlx_diag_init(&why);
         const rlx_backend *cuda = rlx_registry_backend(m->registry, "cuda", &why);
@@ -321,8 +509,10 @@ int rg_model_check_devices(rlx_model *m, const char *devices, rlx_diag *d)
     if (n > 1 && !runs_collectives(m->be))
         return rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "backend %s: %s: tensor parallelism over GPUs is not wired into "
                             "this backend yet (docs/multi-gpu.md)", m->be->name, list);
-    if (n > 1 && devices) /* one model is one rank: the tensor-parallel runtime opens one per device */
+    /* one model is one rank: the tensor-parallel runtime opens one per device */
+    if (n > 1 && devices && m->tp_ranks <= 1)
         return rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "backend %s: %s: a model runs on one device; several run "
-                            "tensor-parallel through rlx_tp_open (rlx-bench --devices)", m->be->name, list);
+                            "tensor-parallel through rlx_tp_open (rlx-run generate, rlx-bench --devices)",
+                            m->be->name, list);
     return 0;
 }

@@ -305,9 +305,14 @@ int rlx_model_compiled_count(const rlx_model *m);
  * heads and KV cache, bound from the mmapped checkpoint; its own backend instance and
  * threads) and runs each step on a thread of its own; the ranks' rlx.all_reduce /
  * rlx.all_gather meet in the backend. The CPU backend runs it today (ranks are threads of
- * this process); a backend without those ops is refused naming it. A head count that does
+ * this process), and the CUDA / ROCm ones through NCCL / RCCL; a backend without those ops
+ * is refused naming it. A head count that does
  * not divide by ranks fails naming the tensor and the count (GQA kv heads fewer than
- * ranks are replicated). Outputs are rank 0's, which equal the unsplit model's. */
+ * ranks are replicated). Outputs are rank 0's, which equal the unsplit model's.
+ * ranks 0: one per device of opt->devices, else of the profile's backend.cuda.devices
+ * (GPU backends), else 1. Rank r runs on the r-th device listed (else on device r); each
+ * rank's steps run on a thread started once. A rank whose peers never come (one failed,
+ * or hangs) fails the step after RLX_TP_TIMEOUT_S seconds (default 120), naming the group. */
 typedef struct rlx_tp rlx_tp;
 typedef struct rlx_tp_session rlx_tp_session;
 int rlx_tp_open(const char *dir, const rlx_model_options *opt, int ranks, rlx_tp **out, rlx_diag *d);

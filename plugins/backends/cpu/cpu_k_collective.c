@@ -9,7 +9,14 @@
 #include <time.h>
 
 #define TP_MAX_RANKS 64
-#define TP_WAIT_S 120 /* a rank that never arrives failed or hangs: give up, naming it */
+/* a rank that never arrives failed or hangs: give up after RLX_TP_TIMEOUT_S seconds
+ * (default 120), naming the group */
+static int wait_s(void)
+{
+    const char *e = getenv("RLX_TP_TIMEOUT_S");
+    int v = e && *e ? atoi(e) : 0;
+    return v > 0 ? v : 120;
+}
 
 typedef struct tp_group {
     int64_t id;
@@ -67,14 +74,15 @@ static int barrier(tp_group *g, const cpu_run *r)
         pthread_cond_broadcast(&g->cv);
         return 0;
     }
+    int limit = wait_s();
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += TP_WAIT_S;
+    until.tv_sec += limit;
     while (gen == g->gen && !g->broken)
         if (pthread_cond_timedwait(&g->cv, &g->mu, &until) == ETIMEDOUT) g->broken = 1;
     if (gen != g->gen) return 0;
     return cpu_fail(r->d, RLX_ERR_DEVICE, "%s (node %u): rank %d of %d waited %d s for the other ranks of group "
-                    "%lld (one failed or hangs)", r->nd->op, r->nd->index, r->nd->flag, g->ranks, TP_WAIT_S,
+                    "%lld (one failed or hangs)", r->nd->op, r->nd->index, r->nd->flag, g->ranks, limit,
                     (long long)g->id);
 }
 

@@ -457,7 +457,8 @@ RLX_EXPORT const rlx_plugin_desc *rlx_plugin_init(const rlx_host_api *host)
                       host->abi_minor, RLX_ABI_MAJOR, RLX_ABI_MINOR);
         return NULL;
     }
-    cpu_host = host;
+    /* every registry passes the same table: no write while another model's workers read it */
+    if (cpu_host != host) cpu_host = host;
     cpu_ops_init();
     return &cpu_plugin_desc;
 }

@@ -1976,6 +1976,48 @@ static int run_graph(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
     return 0;
 }
 
+/* gpu_tp.cu: a program's first execute compares its collectives with the other ranks' */
+static int coll_check(const gpu_exe *x, rlx_diag *d)
+{
+    int64_t n = 0, vals = 0;
+    uint64_t sig = 1469598103934665603ull; /* FNV-1a over each collective's op and size */
+    const gpu_tp_link *l = NULL;
+    for (uint32_t i = 0; i < x->n_steps; i++) {
+        const gpu_step *st = &x->steps[i];
+        if (!st->tp.ranks)
+            continue;
+        int64_t v[4] = {st->op, st->rows, st->n, st->dto[0]};
+        for (int k = 0; k < 4; k++)
+            sig = (sig ^ (uint64_t)v[k]) * 1099511628211ull;
+        n++;
+        vals += st->rows * st->n;
+        l = l ? l : &st->tp;
+    }
+    char m[384];
+    if (l && gpu_tp_check_program(l, n, vals, sig, m, sizeof m)) {
+        set_diag(d, RLX_ERR_DEVICE, "%s", m);
+        return RLX_ERR_DEVICE;
+    }
+    return 0;
+}
+
+/* gpu_tp.cu: a step with collectives ends when its stream drains, or fails in bounded time */
+static int coll_end(gpu_be *be, const gpu_exe *x, int rc, rlx_diag *d)
+{
+    const gpu_tp_link *l = NULL;
+    for (uint32_t i = 0; !l && i < x->n_steps; i++)
+        if (x->steps[i].tp.comm)
+            l = &x->steps[i].tp;
+    char m[384];
+    if (l && rc)
+        gpu_tp_fail(l, d && d->msg[0] ? d->msg : "a step failed");
+    else if (l && gpu_tp_wait(be->stream, l, m, sizeof m)) {
+        set_diag(d, RLX_ERR_DEVICE, "%s", m);
+        return RLX_ERR_DEVICE;
+    }
+    return rc;
+}
+
 static int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d)
 {
     gpu_be *be = (gpu_be *)bep;
@@ -1988,8 +2030,12 @@ static int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d)
             return RLX_ERR_DEVICE;
         }
     }
+    if (x->coll && x->runs == 0 && coll_check(x, d))
+        return RLX_ERR_DEVICE;
     double t0 = be->prof ? now_ms() : 0;
     int rc = be->graphs ? run_graph(be, x, vp, d) : enqueue_all(be, x, vp, d);
+    if (x->coll)
+        rc = coll_end(be, x, rc, d);
     if (be->prof) {
         (void)gpuStreamSynchronize(be->stream);
         if (x->runs > 0) {

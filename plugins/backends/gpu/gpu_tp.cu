@@ -12,15 +12,34 @@
 #if defined(RLX_GPU_HIP)
 #define gpuMemcpy2DAsync hipMemcpy2DAsync
 #define gpuDeviceCanAccessPeer hipDeviceCanAccessPeer
+#define gpuStreamQuery hipStreamQuery
+#define gpuErrorNotReady hipErrorNotReady
 #define TP_ROCM 1
 #else
 #define gpuMemcpy2DAsync cudaMemcpy2DAsync
 #define gpuDeviceCanAccessPeer cudaDeviceCanAccessPeer
+#define gpuStreamQuery cudaStreamQuery
+#define gpuErrorNotReady cudaErrorNotReady
 #define TP_ROCM 0
 #endif
 
 #define TP_MAX_RANKS 64
-#define TP_WAIT_S 120 /* a rank that never arrives failed or hangs: give up, naming the group */
+
+/* a rank that never arrives, or a collective that never completes, failed or hangs: give
+ * up after RLX_TP_TIMEOUT_S seconds (default 120), naming the group */
+static int wait_s(void)
+{
+    const char *e = getenv("RLX_TP_TIMEOUT_S");
+    int v = e && *e ? atoi(e) : 0;
+    return v > 0 ? v : 120;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 typedef struct tp_group {
     int64_t id;
@@ -29,6 +48,14 @@ typedef struct tp_group {
     int dev[TP_MAX_RANKS];
     unsigned char in[TP_MAX_RANKS];
     rlx_nccl_comm comm[TP_MAX_RANKS];
+    int aborted;                    /* (atomic) a rank failed: every collective of the group stops */
+    char why[256];                  /* the first failure, for the other ranks' lines */
+    unsigned char gone[TP_MAX_RANKS]; /* communicators aborted (freed by NCCL) */
+    /* programs' first steps: every rank publishes its collectives, the last compares */
+    uint64_t chk_gen;
+    int chk_in;
+    int64_t chk_n[TP_MAX_RANKS], chk_vals[TP_MAX_RANKS];
+    uint64_t chk_sig[TP_MAX_RANKS];
     struct tp_group *next;
 } tp_group;
 
@@ -122,6 +149,12 @@ static void make_comms(tp_group *g, int my_device)
 
 int gpu_tp_connect(gpu_tp_link *l, char *err, size_t len)
 {
+    if (l->comm && __atomic_load_n(&((tp_group *)l->grp)->aborted, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&mu);
+        snprintf(err, len, "group %lld was stopped: %s", (long long)l->group, ((tp_group *)l->grp)->why);
+        pthread_mutex_unlock(&mu);
+        return -1;
+    }
     if (l->comm || l->ranks == 1)
         return 0;
     pthread_mutex_lock(&mu);
@@ -148,11 +181,11 @@ int gpu_tp_connect(gpu_tp_link *l, char *err, size_t len)
     }
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += TP_WAIT_S;
+    until.tv_sec += wait_s();
     while (!rc && !g->ready && !g->err[0])
         if (pthread_cond_timedwait(&cv, &mu, &until) == ETIMEDOUT) {
             snprintf(err, len, "rank %d of %d waited %d s for the other ranks of group %lld (one failed or hangs)",
-                     l->rank, l->ranks, TP_WAIT_S, (long long)l->group);
+                     l->rank, l->ranks, wait_s(), (long long)l->group);
             rc = -1;
         }
     if (!rc && g->err[0]) {
@@ -161,10 +194,121 @@ int gpu_tp_connect(gpu_tp_link *l, char *err, size_t len)
     }
     if (!rc) {
         l->comm = g->comm[l->rank];
+        l->grp = g;
         g->refs++;
     }
     pthread_mutex_unlock(&mu);
     return rc;
+}
+
+/* marks g stopped (the first reason wins) and aborts rank's communicator (mu held) */
+static void stop_locked(tp_group *g, int rank, const char *why)
+{
+    if (!g->aborted) {
+        snprintf(g->why, sizeof g->why, "%s", why);
+        __atomic_store_n(&g->aborted, 1, __ATOMIC_RELEASE);
+        pthread_cond_broadcast(&cv);
+    }
+    if (!g->gone[rank]) {
+        g->gone[rank] = 1;
+        (void)gpuSetDevice(g->dev[rank]);
+        (void)nccl.comm_abort(g->comm[rank]);
+    }
+}
+
+void gpu_tp_fail(const gpu_tp_link *l, const char *why)
+{
+    if (!l->comm)
+        return;
+    char line[256];
+    snprintf(line, sizeof line, "rank %d failed: %s", l->rank, why);
+    pthread_mutex_lock(&mu);
+    stop_locked((tp_group *)l->grp, l->rank, line);
+    pthread_mutex_unlock(&mu);
+    (void)gpuSetDevice(l->device);
+}
+
+int gpu_tp_check_program(const gpu_tp_link *l, int64_t n_coll, int64_t n_vals, uint64_t sig, char *err, size_t len)
+{
+    tp_group *g = (tp_group *)l->grp;
+    if (!l->comm || l->ranks == 1)
+        return 0;
+    pthread_mutex_lock(&mu);
+    uint64_t gen = g->chk_gen;
+    g->chk_n[l->rank] = n_coll;
+    g->chk_vals[l->rank] = n_vals;
+    g->chk_sig[l->rank] = sig;
+    if (++g->chk_in == g->ranks) {
+        g->chk_in = 0;
+        g->chk_gen++;
+        pthread_cond_broadcast(&cv);
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += wait_s();
+    int rc = 0;
+    while (gen == g->chk_gen && !g->aborted)
+        if (pthread_cond_timedwait(&cv, &mu, &until) == ETIMEDOUT) {
+            char line[256];
+            snprintf(line, sizeof line, "rank %d of %d waited %d s for the other ranks of group %lld at a program's "
+                     "first step (one failed, hangs or runs another program)", l->rank, l->ranks, wait_s(),
+                     (long long)l->group);
+            snprintf(err, len, "%s", line);
+            stop_locked(g, l->rank, line);
+            rc = -1;
+            break;
+        }
+    if (!rc && gen == g->chk_gen) {
+        snprintf(err, len, "group %lld was stopped: %s", (long long)l->group, g->why);
+        rc = -1;
+    }
+    for (int r = 0; !rc && r < g->ranks; r++) /* the published values stay until the next round */
+        if (g->chk_sig[r] != sig) {
+            snprintf(err, len, "rank %d's program has %lld collectives of %lld values, rank %d's %lld of %lld: the "
+                     "ranks run different programs, so their NCCL calls would not pair up", l->rank,
+                     (long long)n_coll, (long long)n_vals, r, (long long)g->chk_n[r], (long long)g->chk_vals[r]);
+            rc = -1;
+        }
+    pthread_mutex_unlock(&mu);
+    (void)gpuSetDevice(l->device);
+    return rc;
+}
+
+int gpu_tp_wait(gpuStream_t s, const gpu_tp_link *l, char *err, size_t len)
+{
+    if (!l->comm || l->ranks == 1)
+        return 0;
+    tp_group *g = (tp_group *)l->grp;
+    double t0 = now_s(), limit = wait_s();
+    for (unsigned i = 0;; i++) {
+        gpuError_t e = gpuStreamQuery(s);
+        if (e == gpuSuccess)
+            return 0;
+        char line[256] = "";
+        int async = RLX_NCCL_SUCCESS;
+        if (e != gpuErrorNotReady) {
+            snprintf(line, sizeof line, "rank %d: %s", l->rank, gpuGetErrorString(e));
+            (void)gpuGetLastError();
+        } else if (nccl.comm_get_async_error((rlx_nccl_comm)l->comm, &async) == RLX_NCCL_SUCCESS &&
+                   async != RLX_NCCL_SUCCESS && async != RLX_NCCL_IN_PROGRESS) {
+            snprintf(line, sizeof line, "rank %d: %s: %s", l->rank, nccl.name, nccl.get_error_string(async));
+        } else if (now_s() - t0 > limit) {
+            snprintf(line, sizeof line, "rank %d: its collectives did not complete within %d s (a rank failed or "
+                     "hangs, or the ranks run different programs)", l->rank, (int)limit);
+        }
+        if (line[0] || __atomic_load_n(&g->aborted, __ATOMIC_ACQUIRE)) {
+            pthread_mutex_lock(&mu);
+            stop_locked(g, l->rank, line[0] ? line : g->why);
+            snprintf(err, len, "group %lld stopped: %s", (long long)l->group, g->why);
+            pthread_mutex_unlock(&mu);
+            (void)gpuSetDevice(l->device);
+            return -1;
+        }
+        if (i > 2000) { /* past the usual step: poll gently */
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
 }
 
 void gpu_tp_release(gpu_tp_link *l)
@@ -181,7 +325,10 @@ void gpu_tp_release(gpu_tp_link *l)
         *pg = g->next;
         for (int r = 0; r < g->ranks; r++) {
             (void)gpuSetDevice(g->dev[r]);
-            (void)nccl.comm_destroy(g->comm[r]);
+            if (g->aborted && !g->gone[r]) /* a stopped group may still have a collective pending */
+                (void)nccl.comm_abort(g->comm[r]);
+            else if (!g->gone[r])
+                (void)nccl.comm_destroy(g->comm[r]);
         }
         (void)gpuSetDevice(l->device);
         free(g);

@@ -13,17 +13,29 @@
 typedef struct gpu_tp_link {
     int64_t group;
     int rank, ranks, device;
-    void *comm;
+    void *comm, *grp;
 } gpu_tp_link;
 
 /* from the node's attributes (ranks, rank, group, axis) and shapes: rows x cols per rank
  * (gather: cols is x's last axis); 0, or -1 with one line in err */
 int gpu_coll_plan(const rlx_node_desc *nd, const rlx_value_desc *x, const rlx_value_desc *y, int gather,
                   int64_t *rows, int64_t *cols, gpu_tp_link *l, char *err, size_t len);
-/* Sets l->comm. The first rank of a group to arrive waits (at most 120 s) for the others;
- * the last creates every rank's communicator (NCCL_NVLS_ENABLE=0). Call outside a graph
- * capture. 0, or -1 with one line in err naming the library, group or device. */
+/* Sets l->comm. The first rank of a group to arrive waits (at most RLX_TP_TIMEOUT_S, 120 s)
+ * for the others; the last creates every rank's communicator (NCCL_NVLS_ENABLE=0). Call
+ * outside a graph capture, before each execute: fails at once once the group was stopped.
+ * 0, or -1 with one line in err naming the library, group or device. */
 int gpu_tp_connect(gpu_tp_link *l, char *err, size_t len);
+/* A program's first execute: the ranks publish their program's collectives (count, values,
+ * a hash of each one's op, shape and dtype) and wait for each other; ranks that compiled
+ * different programs fail here, naming both, instead of hanging inside NCCL. */
+int gpu_tp_check_program(const gpu_tp_link *l, int64_t n_coll, int64_t n_vals, uint64_t sig, char *err, size_t len);
+/* Waits (polling) for s to drain after a program with collectives. A collective that does
+ * not complete within RLX_TP_TIMEOUT_S, an NCCL error, or another rank's failure stops the
+ * group: this rank's communicator is aborted (ncclCommAbort ends its pending kernels), the
+ * other ranks stop at their next poll, later steps fail at once. 0, or -1 with one line. */
+int gpu_tp_wait(gpuStream_t s, const gpu_tp_link *l, char *err, size_t len);
+/* this rank failed a step: stop the group so the other ranks do not wait for it */
+void gpu_tp_fail(const gpu_tp_link *l, const char *why);
 /* drops l's hold on its group's communicators: the last one destroys them all */
 void gpu_tp_release(gpu_tp_link *l);
 /* enqueues the collective on s (capturable); scratch holds rows*cols*ranks elements when a

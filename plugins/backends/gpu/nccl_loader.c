@@ -11,7 +11,7 @@ static int sym(rlx_nccl *n, const char *name, void *slot, char *err, size_t len)
 {
     void *p = dlsym(n->lib, name);
     if (!p) {
-        snprintf(err, len, "%s: no symbol %s (an NCCL older than 2.0?)", n->name, name);
+        snprintf(err, len, "%s: no symbol %s (an NCCL older than 2.4?)", n->name, name);
         return -1;
     }
     any_fn f = (any_fn)(size_t)p; /* object to function pointer through an integer (ISO C) */
@@ -35,7 +35,9 @@ int rlx_nccl_load(rlx_nccl *n, int rocm, char *err, size_t len)
     if (sym(n, "ncclCommInitAll", &n->comm_init_all, err, len) || sym(n, "ncclAllReduce", &n->all_reduce, err, len) ||
         sym(n, "ncclAllGather", &n->all_gather, err, len) || sym(n, "ncclGroupStart", &n->group_start, err, len) ||
         sym(n, "ncclGroupEnd", &n->group_end, err, len) || sym(n, "ncclCommDestroy", &n->comm_destroy, err, len) ||
-        sym(n, "ncclGetErrorString", &n->get_error_string, err, len)) {
+        sym(n, "ncclGetErrorString", &n->get_error_string, err, len) ||
+        sym(n, "ncclCommAbort", &n->comm_abort, err, len) ||
+        sym(n, "ncclCommGetAsyncError", &n->comm_get_async_error, err, len)) {
         n->lib = NULL; /* left mapped: dlclose of a half-checked runtime gains nothing */
         return -1;
     }

@@ -7,7 +7,7 @@
 
 /* the few NCCL types used, with nccl.h's values (stable since NCCL 2.0) */
 typedef struct ncclComm *rlx_nccl_comm;
-enum { RLX_NCCL_SUCCESS = 0 };
+enum { RLX_NCCL_SUCCESS = 0, RLX_NCCL_IN_PROGRESS = 7 };
 enum { RLX_NCCL_INT32 = 2, RLX_NCCL_FLOAT16 = 6, RLX_NCCL_FLOAT32 = 7, RLX_NCCL_BFLOAT16 = 9 }; /* ncclDataType_t */
 enum { RLX_NCCL_SUM = 0 };                                                /* ncclRedOp_t */
 
@@ -21,6 +21,8 @@ typedef struct rlx_nccl {
     int (*group_start)(void);
     int (*group_end)(void);
     int (*comm_destroy)(rlx_nccl_comm comm);
+    int (*comm_abort)(rlx_nccl_comm comm); /* stops its pending collectives, frees it */
+    int (*comm_get_async_error)(rlx_nccl_comm comm, int *async_error);
     const char *(*get_error_string)(int result);
 } rlx_nccl;
 
