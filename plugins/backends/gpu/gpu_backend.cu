@@ -1325,6 +1325,19 @@ static int glu_at(const gpu_exe *x, const int *uses, int i)
 
 /* A decode GEMV then an add of its product and another value of the same size (the
  * residual): the add in the GEMV's epilogue */
+/* Is step i an add whose sum the next step rms-norms (one add_rms_norm kernel)? */
+static int add_norm_at(const gpu_exe *x, int i)
+{
+    if (i + 1 >= (int)x->n_steps)
+        return 0;
+    const gpu_step *a = &x->steps[i], *b = &x->steps[i + 1];
+    return a->op == OP_ADD && b->op == OP_RMS_NORM && b->in[0] == a->out[0] && b->in[1] != a->out[0] &&
+           a->n == a->nb && a->n == b->rows * b->n;
+}
+
+/* A GEMV then an add of its product, unless that add is the head of an add + rms_norm pair:
+ * the pair runs as the rlx.add_rms_norm kernel, so a flow that spells add and rms_norm
+ * computes bit for bit what one spelling rlx.add_rms_norm does. */
 static int gemv_add_at(const gpu_exe *x, const int *uses, int i)
 {
     if (i + 1 >= (int)x->n_steps)
@@ -1332,7 +1345,7 @@ static int gemv_add_at(const gpu_exe *x, const int *uses, int i)
     const gpu_step *a = &x->steps[i], *b = &x->steps[i + 1];
     return a->op == OP_MATMUL && a->gemv && b->op == OP_ADD && b->n == b->nb &&
            b->n == a->rows * a->n && (b->in[0] == a->out[0]) != (b->in[1] == a->out[0]) &&
-           uses[a->out[0]] == 1;
+           uses[a->out[0]] == 1 && !add_norm_at(x, i + 1);
 }
 
 /* Does the group [g0, g1) read rms_norm step i's output only as the x of its GEMVs, and
@@ -1431,8 +1444,7 @@ static int fuse_steps(gpu_exe *x, const rlx_program *prog)
             i = j1 - 1;
             continue;
         }
-        if (nrm < 0 && a->op == OP_ADD && b && b->op == OP_RMS_NORM && b->in[0] == a->out[0] &&
-            b->in[1] != a->out[0] && a->n == a->nb && a->n == b->rows * b->n) {
+        if (nrm < 0 && add_norm_at(x, i)) {
             a->fuse = FUSE_ADD_NORM;
             np = 1;
         } else if (glu_at(x, uses, i)) {
