@@ -47,6 +47,8 @@ struct rlx_registry {
     size_t n_dirs;
     char **seen; /* real paths of files already considered */
     size_t n_seen;
+    char **safe; /* folders checked safe up to "/" while opening (unsafe_reason) */
+    size_t n_safe;
     backend_slot *backends; /* every backend of every loaded plugin, load order */
     size_t n_backends;
     pthread_mutex_t probe_lock;
@@ -206,21 +208,38 @@ static const plugin *owner_of(const rlx_registry *r, int kind, const char *name)
 
 static const char *const kind_names[] = {"plugin", "block", "backend", "arch"};
 
+/* Pages found readable while one descriptor is checked: a mapping's permissions are per
+ * page, and a descriptor's structs and names share a few pages, so each page costs one
+ * system call instead of one per field (hundreds per plugin). Reset per descriptor. */
+static _Thread_local uintptr_t ok_pages[64];
+static _Thread_local unsigned n_ok_pages;
+
+static void readable_reset(void) { n_ok_pages = 0; }
+
 /* 1 when n bytes at p can be read: a descriptor's counts and pointers are checked
  * against the process's mappings before they are followed, so a lying count is a
  * refusal, not a crash. */
 static int readable(const void *p, size_t n)
 {
     if (!p) return 0;
-    char buf[4096];
-    for (size_t o = 0; o < n; o += sizeof buf) {
-        size_t k = n - o < sizeof buf ? n - o : sizeof buf;
-        struct iovec local = {buf, k}, remote = {(char *)p + o, k};
-        ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
-        if (got < 0 && (errno == ENOSYS || errno == EPERM)) return 1; /* cannot tell */
-        if (got != (ssize_t)k) return 0;
+    if (!n) return 1;
+    uintptr_t first = (uintptr_t)p & ~(uintptr_t)4095, last = ((uintptr_t)p + n - 1) & ~(uintptr_t)4095;
+    if (last < first) return 0; /* wraps around the address space */
+    pid_t self = 0;
+    for (uintptr_t pg = first;; pg += 4096) {
+        unsigned k = 0;
+        while (k < n_ok_pages && ok_pages[k] != pg) k++;
+        if (k == n_ok_pages) {
+            char byte;
+            struct iovec local = {&byte, 1}, remote = {(void *)(pg < (uintptr_t)p ? (uintptr_t)p : pg), 1};
+            if (!self) self = getpid();
+            ssize_t got = process_vm_readv(self, &local, 1, &remote, 1, 0);
+            if (got < 0 && (errno == ENOSYS || errno == EPERM)) return 1; /* cannot tell */
+            if (got != 1) return 0;
+            if (n_ok_pages < sizeof ok_pages / sizeof ok_pages[0]) ok_pages[n_ok_pages++] = pg;
+        }
+        if (pg == last) return 1;
     }
-    return 1;
 }
 
 /* A readable NUL-terminated name of 1..255 bytes: checked a page at a time (one check
@@ -267,6 +286,7 @@ static int check_desc(const rlx_plugin_desc *d, char *why, size_t len)
 {
     const uint32_t need_ver = (uint32_t)RLX_STRUCT_SIZE(rlx_plugin_desc, abi_minor);
     const uint32_t need = (uint32_t)RLX_STRUCT_SIZE(rlx_plugin_desc, n_archs);
+    readable_reset();
     if (!readable(d, need_ver)) FAIL("descriptor at %p is not readable", (const void *)d);
     if (d->struct_size < need_ver)
         FAIL("struct too small: rlx_plugin_desc is %u bytes, ABI %d.%d needs %u",
@@ -362,6 +382,7 @@ static int check_desc(const rlx_plugin_desc *d, char *why, size_t len)
 static int validate(rlx_registry *r, plugin *p, const rlx_plugin_desc *d)
 {
     char why[1024];
+    readable_reset();
     if (readable(d, RLX_STRUCT_SIZE(rlx_plugin_desc, abi_minor)) &&
         d->struct_size >= RLX_STRUCT_SIZE(rlx_plugin_desc, abi_minor)) {
         p->info.abi_major = d->abi_major;
@@ -451,7 +472,33 @@ static const char *unsafe_one(const char *what, const char *path, int is_dir, ch
     return NULL;
 }
 
-static const char *unsafe_reason(const char *real, char *buf, size_t len)
+static int dir_known_safe(const rlx_registry *r, const char *dir)
+{
+    for (size_t i = 0; i < r->n_safe; i++)
+        if (strcmp(r->safe[i], dir) == 0) return 1;
+    return 0;
+}
+
+/* Remembers the folders of a chain found safe up to "/" (or up to a folder already
+ * known safe): the next plugin under them checks only its own file and new folders. */
+static void remember_safe(rlx_registry *r, const char *real)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", real);
+    for (;;) {
+        char *slash = strrchr(dir, '/');
+        if (!slash || slash == dir || dir_known_safe(r, dir)) return;
+        *slash = 0;
+        if (dir_known_safe(r, dir)) return;
+        char **ns = realloc(r->safe, (r->n_safe + 1) * sizeof *ns);
+        if (!ns) return; /* only a cache */
+        r->safe = ns;
+        if (!(r->safe[r->n_safe] = strdup(dir))) return;
+        r->n_safe++;
+    }
+}
+
+static const char *unsafe_reason(rlx_registry *r, const char *real, char *buf, size_t len)
 {
     const char *e = getenv("RLX_PLUGIN_ALLOW_UNSAFE");
     if (e && strcmp(e, "1") == 0) return NULL;
@@ -460,12 +507,15 @@ static const char *unsafe_reason(const char *real, char *buf, size_t len)
     snprintf(dir, sizeof dir, "%s", real);
     for (;;) {
         char *slash = strrchr(dir, '/');
-        if (!slash) return NULL;
+        if (!slash) break;
         if (slash == dir) slash[1] = 0; /* "/" itself */
         else *slash = 0;
+        if (dir_known_safe(r, dir)) break; /* it and every folder above it checked */
         if (unsafe_one("folder", dir, 1, buf, len)) return buf;
-        if (strcmp(dir, "/") == 0) return NULL;
+        if (strcmp(dir, "/") == 0) break;
     }
+    remember_safe(r, real);
+    return NULL;
 }
 
 static int is_elf(const char *path)
@@ -502,7 +552,7 @@ static int precheck(rlx_registry *r, const char *path)
     int elf;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || !have_real)
         refuse(p, "not a regular file");
-    else if (unsafe_reason(real, why, sizeof why))
+    else if (unsafe_reason(r, real, why, sizeof why))
         refuse(p, "%s", why);
     else if ((elf = is_elf(path)) != 1) {
         if (elf < 0) refuse(p, "cannot open: %s", strerror(errno));
@@ -731,6 +781,8 @@ RLX_API void rlx_registry_close(rlx_registry *r)
     }
     free(r->dir_keys);
     for (size_t i = 0; i < r->n_seen; i++) free(r->seen[i]);
+    for (size_t i = 0; i < r->n_safe; i++) free(r->safe[i]);
+    free(r->safe);
     free(r->plugins);
     free(r->dirs);
     free(r->seen);
