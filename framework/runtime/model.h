@@ -46,6 +46,7 @@ struct rlx_model {
     char *slab; /* converted host weights, one huge-page mapping (model_weights.c) */
     size_t slab_len, slab_used;
     int slab_tried;
+    uint64_t conv_avail; /* host memory known free for conversions (model_weights.c) */
     rg_exec **exec;
     uint32_t n_exec;
     void *arena;

@@ -77,6 +77,19 @@ static void *slab_alloc(rlx_model *m, size_t bytes)
     return p;
 }
 
+/* A conversion's host memory, checked against MemAvailable read once and counted down
+ * (a /proc/meminfo read per tensor was ~20 µs, hundreds of tensors): read again when
+ * the count would not cover this one, so a refusal is always a fresh reading's. */
+static int conv_mem_check(rlx_model *m, const char *what, uint64_t bytes, rlx_diag *d)
+{
+    if (bytes > m->conv_avail) {
+        m->conv_avail = rlx__mem_available();
+        if (bytes > m->conv_avail) return rlx__mem_check(what, bytes, d);
+    }
+    m->conv_avail -= bytes;
+    return 0;
+}
+
 static void owned_free(rg_weight *w)
 {
     if (w->in_slab) { /* the slab is unmapped with the model */
@@ -177,7 +190,7 @@ int rg_model_weight_part(rlx_model *m, const char *name, int dtype, int split, i
     } else {
         char what[600];
         snprintf(what, sizeof what, "tensor %s converted to %s", name, rlx_dtype_name(dtype));
-        rc = rlx__mem_check(what, bytes, d); /* a conversion is host memory before any upload */
+        rc = conv_mem_check(m, what, bytes, d); /* a conversion is host memory before any upload */
         /* a host backend keeps the copy: packed into the slab (a device one frees it after upload) */
         if (!rc && host) w->in_slab = (w->owned = slab_alloc(m, bytes)) != NULL;
         if (!rc && !w->owned) w->owned = owned_alloc(bytes, &w->owned_map);
