@@ -15,8 +15,9 @@
  *               fresh child each time, wall ms per step: model open (registry, config,
  *               checkpoint, CPU backend init), tokenizer load (cached), encode, session,
  *               first prefill (compile, weight binding, run), one decode step;
- *   run:        fork+exec of a command line (e.g. rlx-run --prompt ... -n 1): wall and
- *               CPU ms of the child.
+ *   run:        a command line (e.g. rlx-run --prompt ... -n 1) started by posix_spawn,
+ *               exec to exit: wall and CPU ms of the child (no shell unless the line
+ *               needs one: "shell" says which; a libtool wrapper script is reported).
  * Usage: startup_bench [-r N] [--run 'CMD ...'] [--compile CONFIG [--seq T]] [--phases DIR]
  *                      [tokenizer.json ...]
  * (RLX_PLUGIN_PATH as for every rlx program) */
@@ -28,11 +29,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+extern char **environ;
 
 static double clock_ms(clockid_t c)
 {
@@ -93,11 +97,83 @@ static int registry_child(const void *arg)
     return rlx_registry_count(r) ? 0 : 2;
 }
 
-static int run_child(const void *arg)
+/* ---------------------------------------------------------------- run */
+
+/* cmd split into words ('...' and "..." quote): 0, or -1 when it needs a shell
+ * (metacharacters outside quotes, a leading VAR=value, unbalanced quotes) */
+static int split_words(const char *cmd, char *buf, size_t len, char **argv, int max)
 {
-    if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) return 126;
-    execl("/bin/sh", "sh", "-c", (const char *)arg, (char *)NULL);
-    return 127;
+    int n = 0;
+    size_t o = 0;
+    for (const char *p = cmd;;) {
+        while (*p == ' ' || *p == '\t') p++;
+        if (!*p) break;
+        if (n + 1 >= max) return -1;
+        argv[n++] = buf + o;
+        while (*p && *p != ' ' && *p != '\t') {
+            if (strchr("|&;<>()$`\\*?[]~#=\n", *p) && !(p > cmd && n > 1 && *p == '=')) return -1;
+            if (*p == '\'' || *p == '"') {
+                char q = *p++;
+                while (*p && *p != q) {
+                    if (o + 1 >= len) return -1;
+                    buf[o++] = *p++;
+                }
+                if (*p++ != q) return -1;
+            } else {
+                if (o + 1 >= len) return -1;
+                buf[o++] = *p++;
+            }
+        }
+        buf[o++] = 0;
+    }
+    argv[n] = NULL;
+    return n ? 0 : -1;
+}
+
+/* A program started by posix_spawn (no fork of this process, whose pages a fork would
+ * copy on write, and no shell unless the command line needs one): exec to exit, wall
+ * and CPU ms of the child */
+static int spawn_once(char *const *argv, double *ms, double *cpu)
+{
+    posix_spawn_file_actions_t fa;
+    if (posix_spawn_file_actions_init(&fa)) return -1;
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    double t0 = now_ms();
+    int e = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (e) return -1;
+    int st;
+    struct rusage ru;
+    if (wait4(pid, &st, 0, &ru) != pid || !WIFEXITED(st) || WEXITSTATUS(st)) return -1;
+    *ms = now_ms() - t0;
+    *cpu = ru_cpu_ms(&ru);
+    return 0;
+}
+
+/* a script (a libtool wrapper in a build tree) is measured with its interpreter */
+static void warn_script(const char *prog)
+{
+    char path[4200];
+    if (strchr(prog, '/')) snprintf(path, sizeof path, "%s", prog);
+    else {
+        const char *p = getenv("PATH");
+        for (path[0] = 0; p && *p;) {
+            const char *e = strchr(p, ':');
+            size_t n = e ? (size_t)(e - p) : strlen(p);
+            snprintf(path, sizeof path, "%.*s/%s", (int)n, p, prog);
+            if (access(path, X_OK) == 0) break;
+            path[0] = 0;
+            p = e ? e + 1 : NULL;
+        }
+    }
+    char head[2] = {0};
+    FILE *f = path[0] ? fopen(path, "rb") : NULL;
+    if (f && fread(head, 1, 2, f) == 2 && head[0] == '#' && head[1] == '!')
+        fprintf(stderr, "startup_bench: %s is a script (a libtool wrapper?): its interpreter is timed too; "
+                        "time the installed program (or the build's .libs one, LD_LIBRARY_PATH set)\n", path);
+    if (f) fclose(f);
 }
 
 /* ---------------------------------------------------------------- phases */
@@ -417,14 +493,18 @@ int main(int argc, char **argv)
         return 1;
     }
     if (run) {
+        char words[4096], *argv_run[128];
+        char *const sh[] = {"/bin/sh", "-c", (char *)run, NULL};
+        char *const *av = split_words(run, words, sizeof words, argv_run, 128) ? sh : argv_run;
+        if (av != sh) warn_script(av[0]);
         for (int i = 0; i < reps; i++)
-            if (in_child(run_child, run, &v[i], &c[i], NULL)) {
+            if (spawn_once(av, &v[i], &c[i])) {
                 fprintf(stderr, "startup_bench: '%s' failed\n", run);
                 return 1;
             }
         printf(",\"run\":{\"cmd\":\"");
         for (const char *p = run; *p; p++) printf(*p == '"' || *p == '\\' ? "\\%c" : "%c", *p);
-        printf("\",");
+        printf("\",\"shell\":%s,", av == sh ? "true" : "false");
         stats("wall_ms", v, reps, 0);
         stats("cpu_ms", c, reps, 1);
         printf("}");
