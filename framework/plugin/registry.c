@@ -210,16 +210,17 @@ static const char *const kind_names[] = {"plugin", "block", "backend", "arch"};
 
 /* Pages found readable while one descriptor is checked: a mapping's permissions are per
  * page, and a descriptor's structs and names share a few pages, so each page costs one
- * system call instead of one per field (hundreds per plugin). Reset per descriptor. */
-static _Thread_local uintptr_t ok_pages[64];
-static _Thread_local unsigned n_ok_pages;
-
-static void readable_reset(void) { n_ok_pages = 0; }
+ * system call instead of one per field (hundreds per plugin). On the caller's stack: a
+ * thread-local one could be allocated (and mapped) on first use, in the middle of a check. */
+typedef struct page_memo {
+    uintptr_t pg[64];
+    unsigned n;
+} page_memo;
 
 /* 1 when n bytes at p can be read: a descriptor's counts and pointers are checked
  * against the process's mappings before they are followed, so a lying count is a
- * refusal, not a crash. */
-static int readable(const void *p, size_t n)
+ * refusal, not a crash. memo: pages already found readable (NULL: none). */
+static int readable(page_memo *memo, const void *p, size_t n)
 {
     if (!p) return 0;
     if (!n) return 1;
@@ -228,15 +229,15 @@ static int readable(const void *p, size_t n)
     pid_t self = 0;
     for (uintptr_t pg = first;; pg += 4096) {
         unsigned k = 0;
-        while (k < n_ok_pages && ok_pages[k] != pg) k++;
-        if (k == n_ok_pages) {
+        while (memo && k < memo->n && memo->pg[k] != pg) k++;
+        if (!memo || k == memo->n) {
             char byte;
             struct iovec local = {&byte, 1}, remote = {(void *)(pg < (uintptr_t)p ? (uintptr_t)p : pg), 1};
             if (!self) self = getpid();
             ssize_t got = process_vm_readv(self, &local, 1, &remote, 1, 0);
             if (got < 0 && (errno == ENOSYS || errno == EPERM)) return 1; /* cannot tell */
             if (got != 1) return 0;
-            if (n_ok_pages < sizeof ok_pages / sizeof ok_pages[0]) ok_pages[n_ok_pages++] = pg;
+            if (memo && memo->n < sizeof memo->pg / sizeof memo->pg[0]) memo->pg[memo->n++] = pg;
         }
         if (pg == last) return 1;
     }
@@ -244,13 +245,13 @@ static int readable(const void *p, size_t n)
 
 /* A readable NUL-terminated name of 1..255 bytes: checked a page at a time (one check
  * per name, not per byte; a name may end just before an unmapped page). */
-static int good_name(const char *s)
+static int good_name(page_memo *memo, const char *s)
 {
     if (!s) return 0;
     size_t i = 0;
     while (i < 256) {
         size_t to_page = 4096 - (((uintptr_t)s + i) & 4095), k = to_page < 256 - i ? to_page : 256 - i;
-        if (!readable(s + i, k)) return 0;
+        if (!readable(memo, s + i, k)) return 0;
         const char *z = memchr(s + i, 0, k);
         if (z) return z > s;
         i += k;
@@ -267,14 +268,14 @@ static const char *const *class_names(const rlx_arch *a)
 #define FAIL(...) return snprintf(why, len, __VA_ARGS__), 1
 
 /* A NULL-terminated list of names, every entry readable: checked before it is walked. */
-static int check_names(const char *const *list, const char *arch, const char *key, char *why,
-                       size_t len)
+static int check_names(page_memo *memo, const char *const *list, const char *arch, const char *key,
+                       char *why, size_t len)
 {
     size_t k = 0;
     for (; list && k <= MAX_ITEMS; k++) {
-        if (!readable(&list[k], sizeof *list)) FAIL("arch '%s': %s is not readable", arch, key);
+        if (!readable(memo, &list[k], sizeof *list)) FAIL("arch '%s': %s is not readable", arch, key);
         if (!list[k]) return 0;
-        if (!good_name(list[k])) FAIL("arch '%s': %s[%zu] is not a name", arch, key, k);
+        if (!good_name(memo, list[k])) FAIL("arch '%s': %s[%zu] is not a name", arch, key, k);
     }
     if (list) FAIL("arch '%s': %s has no NULL end within %u entries", arch, key, MAX_ITEMS);
     return 0;
@@ -286,8 +287,9 @@ static int check_desc(const rlx_plugin_desc *d, char *why, size_t len)
 {
     const uint32_t need_ver = (uint32_t)RLX_STRUCT_SIZE(rlx_plugin_desc, abi_minor);
     const uint32_t need = (uint32_t)RLX_STRUCT_SIZE(rlx_plugin_desc, n_archs);
-    readable_reset();
-    if (!readable(d, need_ver)) FAIL("descriptor at %p is not readable", (const void *)d);
+    page_memo memo_, *memo = &memo_;
+    memo->n = 0;
+    if (!readable(memo, d, need_ver)) FAIL("descriptor at %p is not readable", (const void *)d);
     if (d->struct_size < need_ver)
         FAIL("struct too small: rlx_plugin_desc is %u bytes, ABI %d.%d needs %u",
              d->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need);
@@ -301,44 +303,44 @@ static int check_desc(const rlx_plugin_desc *d, char *why, size_t len)
     if (d->struct_size < need)
         FAIL("struct too small: rlx_plugin_desc is %u bytes, ABI %d.%d needs %u",
              d->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need);
-    if (!readable(d, need)) FAIL("descriptor at %p is not readable", (const void *)d);
-    if (!good_name(d->name)) FAIL("descriptor has no name (or one over 255 bytes)");
+    if (!readable(memo, d, need)) FAIL("descriptor at %p is not readable", (const void *)d);
+    if (!good_name(memo, d->name)) FAIL("descriptor has no name (or one over 255 bytes)");
     if (d->n_blocks > MAX_ITEMS || d->n_backends > MAX_ITEMS || d->n_archs > MAX_ITEMS ||
         (d->n_blocks && !d->blocks) || (d->n_backends && !d->backends) ||
         (d->n_archs && !d->archs))
         FAIL("descriptor '%s' has a NULL or oversized blocks/backends/archs array (limit %u)",
              d->name, MAX_ITEMS);
-    if (!readable(d->blocks, d->n_blocks * sizeof *d->blocks) && d->n_blocks)
+    if (!readable(memo, d->blocks, d->n_blocks * sizeof *d->blocks) && d->n_blocks)
         FAIL("descriptor '%s' claims %u blocks but its blocks array is not readable", d->name,
              d->n_blocks);
-    if (!readable(d->backends, d->n_backends * sizeof *d->backends) && d->n_backends)
+    if (!readable(memo, d->backends, d->n_backends * sizeof *d->backends) && d->n_backends)
         FAIL("descriptor '%s' claims %u backends but its backends array is not readable",
              d->name, d->n_backends);
-    if (!readable(d->archs, d->n_archs * sizeof *d->archs) && d->n_archs)
+    if (!readable(memo, d->archs, d->n_archs * sizeof *d->archs) && d->n_archs)
         FAIL("descriptor '%s' claims %u archs but its archs array is not readable", d->name,
              d->n_archs);
     const uint32_t need_block = (uint32_t)RLX_STRUCT_SIZE(rlx_block, emit);
     for (uint32_t i = 0; i < d->n_blocks; i++) {
         const rlx_block *b = d->blocks[i];
         if (!b) FAIL("block #%u is NULL", i);
-        if (!readable(b, sizeof b->struct_size) || !readable(b, need_block))
+        if (!readable(memo, b, sizeof b->struct_size) || !readable(memo, b, need_block))
             FAIL("block #%u is not readable", i);
         if (b->struct_size < need_block)
             FAIL("struct too small: rlx_block #%u is %u bytes, ABI %d.%d needs %u", i,
                  b->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need_block);
-        if (!good_name(b->name)) FAIL("block #%u has no name", i);
+        if (!good_name(memo, b->name)) FAIL("block #%u has no name", i);
         if (!b->emit) FAIL("block '%s' has no emit function", b->name);
     }
     const uint32_t need_be = (uint32_t)RLX_STRUCT_SIZE(rlx_backend, teardown);
     for (uint32_t i = 0; i < d->n_backends; i++) {
         const rlx_backend *b = d->backends[i];
         if (!b) FAIL("backend #%u is NULL", i);
-        if (!readable(b, sizeof b->struct_size)) FAIL("backend #%u is not readable", i);
+        if (!readable(memo, b, sizeof b->struct_size)) FAIL("backend #%u is not readable", i);
         if (b->struct_size < need_be)
             FAIL("struct too small: rlx_backend #%u is %u bytes, ABI %d.%d needs %u", i,
                  b->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need_be);
-        if (!readable(b, need_be)) FAIL("backend #%u is not readable", i);
-        if (!good_name(b->name)) FAIL("backend #%u has no name", i);
+        if (!readable(memo, b, need_be)) FAIL("backend #%u is not readable", i);
+        if (!good_name(memo, b->name)) FAIL("backend #%u has no name", i);
         if (strcmp(b->name, "auto") == 0) FAIL("backend name 'auto' is reserved");
         /* supports_op is the only optional entry */
         const char *missing = !b->probe     ? "probe"
@@ -359,19 +361,19 @@ static int check_desc(const rlx_plugin_desc *d, char *why, size_t len)
     for (uint32_t i = 0; i < d->n_archs; i++) {
         const rlx_arch *a = d->archs[i];
         if (!a) FAIL("arch #%u is NULL", i);
-        if (!readable(a, sizeof a->struct_size)) FAIL("arch #%u is not readable", i);
+        if (!readable(memo, a, sizeof a->struct_size)) FAIL("arch #%u is not readable", i);
         if (a->struct_size < need_arch)
             FAIL("struct too small: rlx_arch #%u is %u bytes, ABI %d.%d needs %u", i,
                  a->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need_arch);
-        if (!readable(a, need_arch)) FAIL("arch #%u is not readable", i);
-        if (!good_name(a->name)) FAIL("arch #%u has no name", i);
+        if (!readable(memo, a, need_arch)) FAIL("arch #%u is not readable", i);
+        if (!good_name(memo, a->name)) FAIL("arch #%u has no name", i);
         if (!a->model_types || !a->build_flow)
             FAIL("arch '%s' has no model_types or no build_flow", a->name);
         if (a->struct_size >= RLX_STRUCT_SIZE(rlx_arch, class_names) &&
-            !readable(a, RLX_STRUCT_SIZE(rlx_arch, class_names)))
+            !readable(memo, a, RLX_STRUCT_SIZE(rlx_arch, class_names)))
             FAIL("arch #%u is not readable", i);
-        if (check_names(a->model_types, a->name, "model_types", why, len) ||
-            check_names(class_names(a), a->name, "class_names", why, len))
+        if (check_names(memo, a->model_types, a->name, "model_types", why, len) ||
+            check_names(memo, class_names(a), a->name, "class_names", why, len))
             return 1;
     }
     return 0;
@@ -382,8 +384,7 @@ static int check_desc(const rlx_plugin_desc *d, char *why, size_t len)
 static int validate(rlx_registry *r, plugin *p, const rlx_plugin_desc *d)
 {
     char why[1024];
-    readable_reset();
-    if (readable(d, RLX_STRUCT_SIZE(rlx_plugin_desc, abi_minor)) &&
+    if (readable(NULL, d, RLX_STRUCT_SIZE(rlx_plugin_desc, abi_minor)) &&
         d->struct_size >= RLX_STRUCT_SIZE(rlx_plugin_desc, abi_minor)) {
         p->info.abi_major = d->abi_major;
         p->info.abi_minor = d->abi_minor;
@@ -586,7 +587,7 @@ static int load_one(rlx_registry *r, plugin *p)
             refuse(p, "%s returned NULL", RLX_PLUGIN_ENTRY_NAME);
         else if (validate(r, p, d) == 0) {
             p->name = strdup(d->name);
-            p->version = strdup(d->version && readable(d->version, 1) ? d->version : "");
+            p->version = strdup(d->version && readable(NULL, d->version, 1) ? d->version : "");
             if (!p->name || !p->version) return RLX_ERR_NOMEM;
             p->info.loaded = 1;
             p->info.desc = d;
