@@ -15,8 +15,9 @@
  *               fresh child each time, wall ms per step: model open (registry, config,
  *               checkpoint, CPU backend init), tokenizer load (cached), encode, session,
  *               first prefill (compile, weight binding, run), one decode step;
- *   run:        fork+exec of a command line (e.g. rlx-run --prompt ... -n 1): wall and
- *               CPU ms of the child.
+ *   run:        a command line (e.g. rlx-run --prompt ... -n 1) started by posix_spawn,
+ *               exec to exit: wall and CPU ms of the child (no shell unless the line
+ *               needs one: "shell" says which; a libtool wrapper script is reported).
  * Usage: startup_bench [-r N] [--run 'CMD ...'] [--compile CONFIG [--seq T]] [--phases DIR]
  *                      [tokenizer.json ...]
  * (RLX_PLUGIN_PATH as for every rlx program) */
@@ -28,11 +29,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+extern char **environ;
 
 static double clock_ms(clockid_t c)
 {
@@ -93,11 +97,83 @@ static int registry_child(const void *arg)
     return rlx_registry_count(r) ? 0 : 2;
 }
 
-static int run_child(const void *arg)
+/* ---------------------------------------------------------------- run */
+
+/* cmd split into words ('...' and "..." quote): 0, or -1 when it needs a shell
+ * (metacharacters outside quotes, a leading VAR=value, unbalanced quotes) */
+static int split_words(const char *cmd, char *buf, size_t len, char **argv, int max)
 {
-    if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) return 126;
-    execl("/bin/sh", "sh", "-c", (const char *)arg, (char *)NULL);
-    return 127;
+    int n = 0;
+    size_t o = 0;
+    for (const char *p = cmd;;) {
+        while (*p == ' ' || *p == '\t') p++;
+        if (!*p) break;
+        if (n + 1 >= max) return -1;
+        argv[n++] = buf + o;
+        while (*p && *p != ' ' && *p != '\t') {
+            if (strchr("|&;<>()$`\\*?[]~#=\n", *p) && !(p > cmd && n > 1 && *p == '=')) return -1;
+            if (*p == '\'' || *p == '"') {
+                char q = *p++;
+                while (*p && *p != q) {
+                    if (o + 1 >= len) return -1;
+                    buf[o++] = *p++;
+                }
+                if (*p++ != q) return -1;
+            } else {
+                if (o + 1 >= len) return -1;
+                buf[o++] = *p++;
+            }
+        }
+        buf[o++] = 0;
+    }
+    argv[n] = NULL;
+    return n ? 0 : -1;
+}
+
+/* A program started by posix_spawn (no fork of this process, whose pages a fork would
+ * copy on write, and no shell unless the command line needs one): exec to exit, wall
+ * and CPU ms of the child */
+static int spawn_once(char *const *argv, double *ms, double *cpu)
+{
+    posix_spawn_file_actions_t fa;
+    if (posix_spawn_file_actions_init(&fa)) return -1;
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    double t0 = now_ms();
+    int e = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (e) return -1;
+    int st;
+    struct rusage ru;
+    if (wait4(pid, &st, 0, &ru) != pid || !WIFEXITED(st) || WEXITSTATUS(st)) return -1;
+    *ms = now_ms() - t0;
+    *cpu = ru_cpu_ms(&ru);
+    return 0;
+}
+
+/* a script (a libtool wrapper in a build tree) is measured with its interpreter */
+static void warn_script(const char *prog)
+{
+    char path[4200];
+    if (strchr(prog, '/')) snprintf(path, sizeof path, "%s", prog);
+    else {
+        const char *p = getenv("PATH");
+        for (path[0] = 0; p && *p;) {
+            const char *e = strchr(p, ':');
+            size_t n = e ? (size_t)(e - p) : strlen(p);
+            snprintf(path, sizeof path, "%.*s/%s", (int)n, p, prog);
+            if (access(path, X_OK) == 0) break;
+            path[0] = 0;
+            p = e ? e + 1 : NULL;
+        }
+    }
+    char head[2] = {0};
+    FILE *f = path[0] ? fopen(path, "rb") : NULL;
+    if (f && fread(head, 1, 2, f) == 2 && head[0] == '#' && head[1] == '!')
+        fprintf(stderr, "startup_bench: %s is a script (a libtool wrapper?): its interpreter is timed too; "
+                        "time the installed program (or the build's .libs one, LD_LIBRARY_PATH set)\n", path);
+    if (f) fclose(f);
 }
 
 /* ---------------------------------------------------------------- phases */
@@ -112,7 +188,7 @@ static int phases_child(const void *arg)
     const char *const *a = arg;
     const char *dir = a[0];
     int fd = (int)(intptr_t)a[1];
-    double t[PH_N + 1];
+    double t[PH_N + 1], c[PH_N + 1];
     rlx_diag d;
     rlx_diag_init(&d);
     rlx_model_options o;
@@ -126,46 +202,58 @@ static int phases_child(const void *arg)
     int32_t *ids = NULL;
     size_t n = 0;
     t[0] = now_ms();
+    c[0] = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
     int rc = rlx_model_open(dir, &o, &m, &d);
     t[1] = now_ms();
+    c[1] = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
     if (!rc) rc = rlx_tokenizer_load(tp, &tk, &d);
     t[2] = now_ms();
+    c[2] = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
     if (!rc) rc = rlx_tokenizer_encode(tk, "def main():", 11, 1, &ids, &n, &d);
     t[3] = now_ms();
+    c[3] = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
     if (!rc) rc = rlx_session_new(m, 0, &s, &d);
     t[4] = now_ms();
+    c[4] = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
     float *logits = rc ? NULL : malloc((size_t)rlx_model_get_config(m)->vocab_size * sizeof *logits);
     if (!rc) rc = !logits || rlx_session_prefill(s, ids, (int64_t)n, NULL, logits, &d);
     t[5] = now_ms();
+    c[5] = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
     if (!rc) rc = rlx_session_decode(s, ids[0], logits, &d);
     t[6] = now_ms();
+    c[6] = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
     if (rc) fprintf(stderr, "startup_bench: phases: %s\n", d.msg);
-    double ms[PH_N];
-    for (int i = 0; i < PH_N; i++) ms[i] = t[i + 1] - t[i];
+    double ms[2 * PH_N];
+    for (int i = 0; i < PH_N; i++) {
+        ms[i] = t[i + 1] - t[i];
+        ms[PH_N + i] = c[i + 1] - c[i];
+    }
     return rc || write(fd, ms, sizeof ms) != (ssize_t)sizeof ms; /* the rest is freed by _exit */
 }
 
 static int phases_bench(const char *dir, int reps)
 {
-    double *v[PH_N], wall, cpu;
+    double *v[2 * PH_N], wall, cpu;
     int rc = 0;
-    for (int k = 0; k < PH_N; k++) rc |= !(v[k] = calloc((size_t)reps, sizeof(double)));
+    for (int k = 0; k < 2 * PH_N; k++) rc |= !(v[k] = calloc((size_t)reps, sizeof(double)));
     for (int i = 0; !rc && i < reps; i++) {
         int p[2];
         if (pipe(p)) return -1;
         const void *arg[2] = {dir, (void *)(intptr_t)p[1]};
-        double ms[PH_N];
+        double ms[2 * PH_N];
         rc = in_child(phases_child, arg, &wall, &cpu, NULL) || read(p[0], ms, sizeof ms) != (ssize_t)sizeof ms;
         close(p[0]);
         close(p[1]);
-        for (int k = 0; !rc && k < PH_N; k++) v[k][i] = ms[k];
+        for (int k = 0; !rc && k < 2 * PH_N; k++) v[k][i] = ms[k];
     }
     if (!rc) {
         printf(",\"phases\":{\"model\":\"%s\",", dir);
-        for (int k = 0; k < PH_N; k++) stats(ph_names[k], v[k], reps, k == PH_N - 1);
-        printf("}");
+        for (int k = 0; k < PH_N; k++) stats(ph_names[k], v[k], reps, 0);
+        printf("\"cpu\":{"); /* the process's CPU time per step: steadier than wall on a loaded host */
+        for (int k = 0; k < PH_N; k++) stats(ph_names[k], v[PH_N + k], reps, k == PH_N - 1);
+        printf("}}");
     }
-    for (int k = 0; k < PH_N; k++) free(v[k]);
+    for (int k = 0; k < 2 * PH_N; k++) free(v[k]);
     return rc;
 }
 
@@ -405,14 +493,18 @@ int main(int argc, char **argv)
         return 1;
     }
     if (run) {
+        char words[4096], *argv_run[128];
+        char *const sh[] = {"/bin/sh", "-c", (char *)run, NULL};
+        char *const *av = split_words(run, words, sizeof words, argv_run, 128) ? sh : argv_run;
+        if (av != sh) warn_script(av[0]);
         for (int i = 0; i < reps; i++)
-            if (in_child(run_child, run, &v[i], &c[i], NULL)) {
+            if (spawn_once(av, &v[i], &c[i])) {
                 fprintf(stderr, "startup_bench: '%s' failed\n", run);
                 return 1;
             }
         printf(",\"run\":{\"cmd\":\"");
         for (const char *p = run; *p; p++) printf(*p == '"' || *p == '\\' ? "\\%c" : "%c", *p);
-        printf("\",");
+        printf("\",\"shell\":%s,", av == sh ? "true" : "false");
         stats("wall_ms", v, reps, 0);
         stats("cpu_ms", c, reps, 1);
         printf("}");

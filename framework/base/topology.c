@@ -17,6 +17,18 @@ static pthread_once_t topo_once = PTHREAD_ONCE_INIT;
 static void topo_load(void)
 {
     if (hwloc_topology_init(&topo) != 0) return;
+    /* placement needs packages, cores, PUs and NUMA nodes only: caches, groups and dies
+     * are not discovered (on a large machine their sysfs walk is most of the load) */
+    hwloc_topology_set_cache_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_NONE);
+    hwloc_topology_set_icache_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_NONE);
+    hwloc_topology_set_type_filter(topo, HWLOC_OBJ_GROUP, HWLOC_TYPE_FILTER_KEEP_NONE);
+    hwloc_topology_set_type_filter(topo, HWLOC_OBJ_DIE, HWLOC_TYPE_FILTER_KEEP_NONE);
+    hwloc_topology_set_type_filter(topo, HWLOC_OBJ_MISC, HWLOC_TYPE_FILTER_KEEP_NONE);
+#if HWLOC_API_VERSION >= 0x00020100
+    /* the x86 component moves this thread onto every PU in turn to run CPUID (a migration
+     * per PU); Linux's sysfs gives the same packages, cores and PUs */
+    hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
+#endif
     if (hwloc_topology_load(topo) != 0) {
         hwloc_topology_destroy(topo);
         return;

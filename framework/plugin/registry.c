@@ -47,6 +47,8 @@ struct rlx_registry {
     size_t n_dirs;
     char **seen; /* real paths of files already considered */
     size_t n_seen;
+    char **safe; /* folders checked safe up to "/" while opening (unsafe_reason) */
+    size_t n_safe;
     backend_slot *backends; /* every backend of every loaded plugin, load order */
     size_t n_backends;
     pthread_mutex_t probe_lock;
@@ -206,32 +208,50 @@ static const plugin *owner_of(const rlx_registry *r, int kind, const char *name)
 
 static const char *const kind_names[] = {"plugin", "block", "backend", "arch"};
 
+/* Pages found readable while one descriptor is checked: a mapping's permissions are per
+ * page, and a descriptor's structs and names share a few pages, so each page costs one
+ * system call instead of one per field (hundreds per plugin). On the caller's stack: a
+ * thread-local one could be allocated (and mapped) on first use, in the middle of a check. */
+typedef struct page_memo {
+    uintptr_t pg[64];
+    unsigned n;
+} page_memo;
+
 /* 1 when n bytes at p can be read: a descriptor's counts and pointers are checked
  * against the process's mappings before they are followed, so a lying count is a
- * refusal, not a crash. */
-static int readable(const void *p, size_t n)
+ * refusal, not a crash. memo: pages already found readable (NULL: none). */
+static int readable(page_memo *memo, const void *p, size_t n)
 {
     if (!p) return 0;
-    char buf[4096];
-    for (size_t o = 0; o < n; o += sizeof buf) {
-        size_t k = n - o < sizeof buf ? n - o : sizeof buf;
-        struct iovec local = {buf, k}, remote = {(char *)p + o, k};
-        ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
-        if (got < 0 && (errno == ENOSYS || errno == EPERM)) return 1; /* cannot tell */
-        if (got != (ssize_t)k) return 0;
+    if (!n) return 1;
+    uintptr_t first = (uintptr_t)p & ~(uintptr_t)4095, last = ((uintptr_t)p + n - 1) & ~(uintptr_t)4095;
+    if (last < first) return 0; /* wraps around the address space */
+    pid_t self = 0;
+    for (uintptr_t pg = first;; pg += 4096) {
+        unsigned k = 0;
+        while (memo && k < memo->n && memo->pg[k] != pg) k++;
+        if (!memo || k == memo->n) {
+            char byte;
+            struct iovec local = {&byte, 1}, remote = {(void *)(pg < (uintptr_t)p ? (uintptr_t)p : pg), 1};
+            if (!self) self = getpid();
+            ssize_t got = process_vm_readv(self, &local, 1, &remote, 1, 0);
+            if (got < 0 && (errno == ENOSYS || errno == EPERM)) return 1; /* cannot tell */
+            if (got != 1) return 0;
+            if (memo && memo->n < sizeof memo->pg / sizeof memo->pg[0]) memo->pg[memo->n++] = pg;
+        }
+        if (pg == last) return 1;
     }
-    return 1;
 }
 
 /* A readable NUL-terminated name of 1..255 bytes: checked a page at a time (one check
  * per name, not per byte; a name may end just before an unmapped page). */
-static int good_name(const char *s)
+static int good_name(page_memo *memo, const char *s)
 {
     if (!s) return 0;
     size_t i = 0;
     while (i < 256) {
         size_t to_page = 4096 - (((uintptr_t)s + i) & 4095), k = to_page < 256 - i ? to_page : 256 - i;
-        if (!readable(s + i, k)) return 0;
+        if (!readable(memo, s + i, k)) return 0;
         const char *z = memchr(s + i, 0, k);
         if (z) return z > s;
         i += k;
@@ -248,14 +268,14 @@ static const char *const *class_names(const rlx_arch *a)
 #define FAIL(...) return snprintf(why, len, __VA_ARGS__), 1
 
 /* A NULL-terminated list of names, every entry readable: checked before it is walked. */
-static int check_names(const char *const *list, const char *arch, const char *key, char *why,
-                       size_t len)
+static int check_names(page_memo *memo, const char *const *list, const char *arch, const char *key,
+                       char *why, size_t len)
 {
     size_t k = 0;
     for (; list && k <= MAX_ITEMS; k++) {
-        if (!readable(&list[k], sizeof *list)) FAIL("arch '%s': %s is not readable", arch, key);
+        if (!readable(memo, &list[k], sizeof *list)) FAIL("arch '%s': %s is not readable", arch, key);
         if (!list[k]) return 0;
-        if (!good_name(list[k])) FAIL("arch '%s': %s[%zu] is not a name", arch, key, k);
+        if (!good_name(memo, list[k])) FAIL("arch '%s': %s[%zu] is not a name", arch, key, k);
     }
     if (list) FAIL("arch '%s': %s has no NULL end within %u entries", arch, key, MAX_ITEMS);
     return 0;
@@ -267,7 +287,9 @@ static int check_desc(const rlx_plugin_desc *d, char *why, size_t len)
 {
     const uint32_t need_ver = (uint32_t)RLX_STRUCT_SIZE(rlx_plugin_desc, abi_minor);
     const uint32_t need = (uint32_t)RLX_STRUCT_SIZE(rlx_plugin_desc, n_archs);
-    if (!readable(d, need_ver)) FAIL("descriptor at %p is not readable", (const void *)d);
+    page_memo memo_, *memo = &memo_;
+    memo->n = 0;
+    if (!readable(memo, d, need_ver)) FAIL("descriptor at %p is not readable", (const void *)d);
     if (d->struct_size < need_ver)
         FAIL("struct too small: rlx_plugin_desc is %u bytes, ABI %d.%d needs %u",
              d->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need);
@@ -281,44 +303,44 @@ static int check_desc(const rlx_plugin_desc *d, char *why, size_t len)
     if (d->struct_size < need)
         FAIL("struct too small: rlx_plugin_desc is %u bytes, ABI %d.%d needs %u",
              d->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need);
-    if (!readable(d, need)) FAIL("descriptor at %p is not readable", (const void *)d);
-    if (!good_name(d->name)) FAIL("descriptor has no name (or one over 255 bytes)");
+    if (!readable(memo, d, need)) FAIL("descriptor at %p is not readable", (const void *)d);
+    if (!good_name(memo, d->name)) FAIL("descriptor has no name (or one over 255 bytes)");
     if (d->n_blocks > MAX_ITEMS || d->n_backends > MAX_ITEMS || d->n_archs > MAX_ITEMS ||
         (d->n_blocks && !d->blocks) || (d->n_backends && !d->backends) ||
         (d->n_archs && !d->archs))
         FAIL("descriptor '%s' has a NULL or oversized blocks/backends/archs array (limit %u)",
              d->name, MAX_ITEMS);
-    if (!readable(d->blocks, d->n_blocks * sizeof *d->blocks) && d->n_blocks)
+    if (!readable(memo, d->blocks, d->n_blocks * sizeof *d->blocks) && d->n_blocks)
         FAIL("descriptor '%s' claims %u blocks but its blocks array is not readable", d->name,
              d->n_blocks);
-    if (!readable(d->backends, d->n_backends * sizeof *d->backends) && d->n_backends)
+    if (!readable(memo, d->backends, d->n_backends * sizeof *d->backends) && d->n_backends)
         FAIL("descriptor '%s' claims %u backends but its backends array is not readable",
              d->name, d->n_backends);
-    if (!readable(d->archs, d->n_archs * sizeof *d->archs) && d->n_archs)
+    if (!readable(memo, d->archs, d->n_archs * sizeof *d->archs) && d->n_archs)
         FAIL("descriptor '%s' claims %u archs but its archs array is not readable", d->name,
              d->n_archs);
     const uint32_t need_block = (uint32_t)RLX_STRUCT_SIZE(rlx_block, emit);
     for (uint32_t i = 0; i < d->n_blocks; i++) {
         const rlx_block *b = d->blocks[i];
         if (!b) FAIL("block #%u is NULL", i);
-        if (!readable(b, sizeof b->struct_size) || !readable(b, need_block))
+        if (!readable(memo, b, sizeof b->struct_size) || !readable(memo, b, need_block))
             FAIL("block #%u is not readable", i);
         if (b->struct_size < need_block)
             FAIL("struct too small: rlx_block #%u is %u bytes, ABI %d.%d needs %u", i,
                  b->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need_block);
-        if (!good_name(b->name)) FAIL("block #%u has no name", i);
+        if (!good_name(memo, b->name)) FAIL("block #%u has no name", i);
         if (!b->emit) FAIL("block '%s' has no emit function", b->name);
     }
     const uint32_t need_be = (uint32_t)RLX_STRUCT_SIZE(rlx_backend, teardown);
     for (uint32_t i = 0; i < d->n_backends; i++) {
         const rlx_backend *b = d->backends[i];
         if (!b) FAIL("backend #%u is NULL", i);
-        if (!readable(b, sizeof b->struct_size)) FAIL("backend #%u is not readable", i);
+        if (!readable(memo, b, sizeof b->struct_size)) FAIL("backend #%u is not readable", i);
         if (b->struct_size < need_be)
             FAIL("struct too small: rlx_backend #%u is %u bytes, ABI %d.%d needs %u", i,
                  b->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need_be);
-        if (!readable(b, need_be)) FAIL("backend #%u is not readable", i);
-        if (!good_name(b->name)) FAIL("backend #%u has no name", i);
+        if (!readable(memo, b, need_be)) FAIL("backend #%u is not readable", i);
+        if (!good_name(memo, b->name)) FAIL("backend #%u has no name", i);
         if (strcmp(b->name, "auto") == 0) FAIL("backend name 'auto' is reserved");
         /* supports_op is the only optional entry */
         const char *missing = !b->probe     ? "probe"
@@ -339,19 +361,19 @@ static int check_desc(const rlx_plugin_desc *d, char *why, size_t len)
     for (uint32_t i = 0; i < d->n_archs; i++) {
         const rlx_arch *a = d->archs[i];
         if (!a) FAIL("arch #%u is NULL", i);
-        if (!readable(a, sizeof a->struct_size)) FAIL("arch #%u is not readable", i);
+        if (!readable(memo, a, sizeof a->struct_size)) FAIL("arch #%u is not readable", i);
         if (a->struct_size < need_arch)
             FAIL("struct too small: rlx_arch #%u is %u bytes, ABI %d.%d needs %u", i,
                  a->struct_size, RLX_ABI_MAJOR, RLX_ABI_MINOR, need_arch);
-        if (!readable(a, need_arch)) FAIL("arch #%u is not readable", i);
-        if (!good_name(a->name)) FAIL("arch #%u has no name", i);
+        if (!readable(memo, a, need_arch)) FAIL("arch #%u is not readable", i);
+        if (!good_name(memo, a->name)) FAIL("arch #%u has no name", i);
         if (!a->model_types || !a->build_flow)
             FAIL("arch '%s' has no model_types or no build_flow", a->name);
         if (a->struct_size >= RLX_STRUCT_SIZE(rlx_arch, class_names) &&
-            !readable(a, RLX_STRUCT_SIZE(rlx_arch, class_names)))
+            !readable(memo, a, RLX_STRUCT_SIZE(rlx_arch, class_names)))
             FAIL("arch #%u is not readable", i);
-        if (check_names(a->model_types, a->name, "model_types", why, len) ||
-            check_names(class_names(a), a->name, "class_names", why, len))
+        if (check_names(memo, a->model_types, a->name, "model_types", why, len) ||
+            check_names(memo, class_names(a), a->name, "class_names", why, len))
             return 1;
     }
     return 0;
@@ -362,7 +384,7 @@ static int check_desc(const rlx_plugin_desc *d, char *why, size_t len)
 static int validate(rlx_registry *r, plugin *p, const rlx_plugin_desc *d)
 {
     char why[1024];
-    if (readable(d, RLX_STRUCT_SIZE(rlx_plugin_desc, abi_minor)) &&
+    if (readable(NULL, d, RLX_STRUCT_SIZE(rlx_plugin_desc, abi_minor)) &&
         d->struct_size >= RLX_STRUCT_SIZE(rlx_plugin_desc, abi_minor)) {
         p->info.abi_major = d->abi_major;
         p->info.abi_minor = d->abi_minor;
@@ -451,7 +473,33 @@ static const char *unsafe_one(const char *what, const char *path, int is_dir, ch
     return NULL;
 }
 
-static const char *unsafe_reason(const char *real, char *buf, size_t len)
+static int dir_known_safe(const rlx_registry *r, const char *dir)
+{
+    for (size_t i = 0; i < r->n_safe; i++)
+        if (strcmp(r->safe[i], dir) == 0) return 1;
+    return 0;
+}
+
+/* Remembers the folders of a chain found safe up to "/" (or up to a folder already
+ * known safe): the next plugin under them checks only its own file and new folders. */
+static void remember_safe(rlx_registry *r, const char *real)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", real);
+    for (;;) {
+        char *slash = strrchr(dir, '/');
+        if (!slash || slash == dir || dir_known_safe(r, dir)) return;
+        *slash = 0;
+        if (dir_known_safe(r, dir)) return;
+        char **ns = realloc(r->safe, (r->n_safe + 1) * sizeof *ns);
+        if (!ns) return; /* only a cache */
+        r->safe = ns;
+        if (!(r->safe[r->n_safe] = strdup(dir))) return;
+        r->n_safe++;
+    }
+}
+
+static const char *unsafe_reason(rlx_registry *r, const char *real, char *buf, size_t len)
 {
     const char *e = getenv("RLX_PLUGIN_ALLOW_UNSAFE");
     if (e && strcmp(e, "1") == 0) return NULL;
@@ -460,12 +508,15 @@ static const char *unsafe_reason(const char *real, char *buf, size_t len)
     snprintf(dir, sizeof dir, "%s", real);
     for (;;) {
         char *slash = strrchr(dir, '/');
-        if (!slash) return NULL;
+        if (!slash) break;
         if (slash == dir) slash[1] = 0; /* "/" itself */
         else *slash = 0;
+        if (dir_known_safe(r, dir)) break; /* it and every folder above it checked */
         if (unsafe_one("folder", dir, 1, buf, len)) return buf;
-        if (strcmp(dir, "/") == 0) return NULL;
+        if (strcmp(dir, "/") == 0) break;
     }
+    remember_safe(r, real);
+    return NULL;
 }
 
 static int is_elf(const char *path)
@@ -502,7 +553,7 @@ static int precheck(rlx_registry *r, const char *path)
     int elf;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || !have_real)
         refuse(p, "not a regular file");
-    else if (unsafe_reason(real, why, sizeof why))
+    else if (unsafe_reason(r, real, why, sizeof why))
         refuse(p, "%s", why);
     else if ((elf = is_elf(path)) != 1) {
         if (elf < 0) refuse(p, "cannot open: %s", strerror(errno));
@@ -536,7 +587,7 @@ static int load_one(rlx_registry *r, plugin *p)
             refuse(p, "%s returned NULL", RLX_PLUGIN_ENTRY_NAME);
         else if (validate(r, p, d) == 0) {
             p->name = strdup(d->name);
-            p->version = strdup(d->version && readable(d->version, 1) ? d->version : "");
+            p->version = strdup(d->version && readable(NULL, d->version, 1) ? d->version : "");
             if (!p->name || !p->version) return RLX_ERR_NOMEM;
             p->info.loaded = 1;
             p->info.desc = d;
@@ -731,6 +782,8 @@ RLX_API void rlx_registry_close(rlx_registry *r)
     }
     free(r->dir_keys);
     for (size_t i = 0; i < r->n_seen; i++) free(r->seen[i]);
+    for (size_t i = 0; i < r->n_safe; i++) free(r->safe[i]);
+    free(r->safe);
     free(r->plugins);
     free(r->dirs);
     free(r->seen);

@@ -14,6 +14,7 @@ typedef struct rg_weight {
     void *ptr;   /* what the backend reads: host (mmapped or owned) or device */
     void *owned; /* host copy (owned_map: its mapping's length, else malloc'd), or NULL */
     size_t owned_map;
+    int in_slab; /* owned lies in the model's weight slab (freed with it) */
     int device;  /* ptr came from backend->alloc */
 } rg_weight;
 
@@ -42,6 +43,10 @@ struct rlx_model {
     int encoder;       /* the arch builds an encode flow (flow[0], phase RLX_PHASE_ENCODE) */
     rg_weight *w;
     uint32_t n_w;
+    char *slab; /* converted host weights, one huge-page mapping (model_weights.c) */
+    size_t slab_len, slab_used;
+    int slab_tried;
+    uint64_t conv_avail; /* host memory known free for conversions (model_weights.c) */
     rg_exec **exec;
     uint32_t n_exec;
     void *arena;

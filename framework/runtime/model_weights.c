@@ -32,12 +32,86 @@ static void *owned_alloc(size_t bytes, size_t *map_len)
     return p;
 }
 
+#define SLAB_ALIGN ((size_t)2 << 20) /* a huge page */
+
+/* The weight slab: room for every checkpoint tensor in f32, reserved (not committed) in one
+ * mapping aligned to a huge page. Converted weights are packed into it, so a model's
+ * many small tensors share huge pages instead of each faulting in its own 4 KiB pages (on
+ * a virtual machine the first touch of a page costs more than converting its data). */
+static void slab_open(rlx_model *m)
+{
+    m->slab_tried = 1;
+    size_t len = 0;
+    for (size_t i = 0; m->weights && i < rlx_weights_count(m->weights); i++) {
+        int64_t n = rlx_shape_numel(&rlx_weights_at(m->weights, i)->shape);
+        if (n < 0 || (uint64_t)n > (SIZE_MAX >> 3) / 4) return;
+        len += ((size_t)n * 4 + 63) & ~(size_t)63;
+        if (len > (SIZE_MAX >> 2)) return;
+    }
+    len = (len + SLAB_ALIGN - 1) & ~(SLAB_ALIGN - 1);
+    if (!len) return;
+    char *p = mmap(NULL, len + SLAB_ALIGN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED) return; /* each weight gets its own memory, as before */
+    char *a = (char *)(((uintptr_t)p + SLAB_ALIGN - 1) & ~(uintptr_t)(SLAB_ALIGN - 1));
+    if (a > p) munmap(p, (size_t)(a - p));
+    if (a + len < p + len + SLAB_ALIGN) munmap(a + len, (size_t)(p + len + SLAB_ALIGN - (a + len)));
+    madvise(a, len, MADV_HUGEPAGE); /* a hint: fine if refused */
+    m->slab = a;
+    m->slab_len = len;
+    m->slab_used = 0;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SLAB_OFF 1 /* AddressSanitizer sees a read past a weight only in its own allocation */
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SLAB_OFF 1
+#endif
+#endif
+
+/* bytes from the slab (64-byte aligned), populated in one call; NULL when it has no room */
+static void *slab_alloc(rlx_model *m, size_t bytes)
+{
+#ifdef SLAB_OFF
+    m->slab_tried = 1;
+#endif
+    if (!m->slab_tried) slab_open(m);
+    size_t need = (bytes + 63) & ~(size_t)63;
+    if (!m->slab || need > m->slab_len - m->slab_used) return NULL;
+    char *p = m->slab + m->slab_used;
+    m->slab_used += need;
+#ifdef MADV_POPULATE_WRITE
+    uintptr_t lo = (uintptr_t)p & ~(uintptr_t)4095, hi = ((uintptr_t)p + need + 4095) & ~(uintptr_t)4095;
+    madvise((void *)lo, (size_t)(hi - lo), MADV_POPULATE_WRITE);
+#endif
+    return p;
+}
+
+/* A conversion's host memory, checked against MemAvailable read once and counted down
+ * (a /proc/meminfo read per tensor was ~20 µs, hundreds of tensors): read again when
+ * the count would not cover this one, so a refusal is always a fresh reading's. */
+static int conv_mem_check(rlx_model *m, const char *what, uint64_t bytes, rlx_diag *d)
+{
+    if (bytes > m->conv_avail) {
+        m->conv_avail = rlx__mem_available();
+        if (bytes > m->conv_avail) return rlx__mem_check(what, bytes, d);
+    }
+    m->conv_avail -= bytes;
+    return 0;
+}
+
 static void owned_free(rg_weight *w)
 {
-    if (w->owned_map) munmap(w->owned, w->owned_map);
-    else free(w->owned);
+    if (w->in_slab) { /* the slab is unmapped with the model */
+    } else if (w->owned_map) {
+        munmap(w->owned, w->owned_map);
+    } else {
+        free(w->owned);
+    }
     w->owned = NULL;
     w->owned_map = 0;
+    w->in_slab = 0;
 }
 
 static int upload(rlx_model *m, rg_weight *w, const void *src, size_t bytes, rlx_diag *d)
@@ -127,8 +201,10 @@ int rg_model_weight_part(rlx_model *m, const char *name, int dtype, int split, i
     } else {
         char what[600];
         snprintf(what, sizeof what, "tensor %s converted to %s", name, rlx_dtype_name(dtype));
-        rc = rlx__mem_check(what, bytes, d); /* a conversion is host memory before any upload */
-        if (!rc) w->owned = owned_alloc(bytes, &w->owned_map);
+        rc = conv_mem_check(m, what, bytes, d); /* a conversion is host memory before any upload */
+        /* a host backend keeps the copy: packed into the slab (a device one frees it after upload) */
+        if (!rc && host) w->in_slab = (w->owned = slab_alloc(m, bytes)) != NULL;
+        if (!rc && !w->owned) w->owned = owned_alloc(bytes, &w->owned_map);
         if (!rc && !w->owned)
             rc = rlx_diag_set(d, RLX_ERR_NOMEM, "tensor %s: out of memory converting it to %s", name, rlx_dtype_name(dtype));
         if (!rc) rc = read_part(t, split, lo, hi, dtype, w->owned, d);
@@ -181,4 +257,8 @@ void rg_model_free_weights(rlx_model *m)
     free(m->w);
     m->w = NULL;
     m->n_w = 0;
+    if (m->slab) munmap(m->slab, m->slab_len);
+    m->slab = NULL;
+    m->slab_len = m->slab_used = 0;
+    m->slab_tried = 0;
 }

@@ -13,9 +13,11 @@ extern const rlx_host_api *cpu_host;
 /* one-line diagnostic through host->diag_set; returns code */
 int cpu_fail(rlx_diag *d, int code, const char *fmt, ...) RLX_PRINTF(3, 4);
 
-/* ---- OpenBLAS, loaded on first use (cpu_blas.c) ---- */
+/* ---- OpenBLAS, loaded by the first compile that may need it (cpu_blas.c) ---- */
 /* NULL once cblas_sgemm can be called, else why not (one line) */
 const char *cpu_blas_load(void);
+/* 1 when a node of op may call cblas_sgemm with these kernels (cpu_compile loads it then) */
+int cpu_blas_may_need(const char *op, const cpu_isa *isa);
 
 /* ---- worker pool (cpu_pool.c) ---- */
 typedef struct cpu_pool cpu_pool;

@@ -1,8 +1,9 @@
-/* OpenBLAS, loaded at the backend's first init instead of with the plugin: loading it
- * (relocating a ~36 MB library, starting its threads) costs ~20-30 ms that every
- * rlx-plugins list, probe and run on another backend would pay for nothing. The kernels
- * call cblas_sgemm as usual; the definitions here (hidden, like every plugin symbol but
- * the entry point) forward to the library's. */
+/* OpenBLAS, loaded when a compiled program may call it instead of with the plugin or at
+ * init: loading it (relocating a ~36 MB library and its Fortran runtime, starting its
+ * threads) costs ~13 ms of CPU that rlx-plugins list, probes, runs on another backend and
+ * programs whose kernels are all our own (AVX2/AVX-512 GEMM and attention) would pay for
+ * nothing. The kernels call cblas_sgemm as usual; the definitions here (hidden, like
+ * every plugin symbol but the entry point) forward to the library's. */
 #include "cpu_backend.h"
 #include <cblas.h>
 #include <dlfcn.h>
@@ -36,6 +37,7 @@ static void load(void)
     }
     memcpy(&sgemm, &s, sizeof s); /* object pointer to function pointer */
     memcpy(&set_threads, &t, sizeof t);
+    set_threads(1); /* our workers parallelise GEMMs by slices: one OpenBLAS thread per call */
 }
 
 const char *cpu_blas_load(void)
@@ -44,7 +46,20 @@ const char *cpu_blas_load(void)
     return sgemm ? NULL : load_error;
 }
 
-/* only reached after a successful init, which loaded the library */
+/* 1 when a node of this op may call cblas_sgemm with these kernels: a program with one
+ * loads OpenBLAS at compile time, where a failure is an error; a kernel that calls it
+ * anyway loads it on that call */
+int cpu_blas_may_need(const char *op, const cpu_isa *isa)
+{
+    if (!strcmp(op, "rlx.matmul_nn") || !strcmp(op, "rlx.bmm") || !strcmp(op, "rlx.conv2d")) return 1;
+    if (!strcmp(op, "rlx.matmul") || !strcmp(op, "rlx.linear_swiglu")) return !isa->gemm;
+    if (!strcmp(op, "rlx.attention") || !strcmp(op, "rlx.attention_rows")) return !isa->attn_qk || !isa->attn_pv;
+    return 0;
+}
+
+/* pthread_once orders the loader's writes before every caller's reads; a kernel that
+ * calls sgemm without a compile that loaded it (one cpu_blas_may_need does not know of)
+ * loads it here */
 static void need_blas(void)
 {
     if (cpu_blas_load()) {
@@ -59,12 +74,12 @@ void cblas_sgemm(OPENBLAS_CONST enum CBLAS_ORDER Order, OPENBLAS_CONST enum CBLA
                  OPENBLAS_CONST blasint lda, OPENBLAS_CONST float *B, OPENBLAS_CONST blasint ldb,
                  OPENBLAS_CONST float beta, float *C, OPENBLAS_CONST blasint ldc)
 {
-    if (!sgemm) need_blas();
+    need_blas();
     sgemm(Order, TransA, TransB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void openblas_set_num_threads(int num_threads)
 {
-    if (!set_threads) need_blas();
+    need_blas();
     set_threads(num_threads);
 }

@@ -2,7 +2,6 @@
  * memory, compile, execute). Kernels live in cpu_k_*.c. */
 #define _GNU_SOURCE
 #include "cpu_backend.h"
-#include <cblas.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,9 +174,6 @@ static int cpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
         return cpu_fail(d, RLX_ERR_INVALID,
                         "cpu: backend.cpu.placement \"%s\" is not one of cores, pus, none", placement);
 
-    const char *blas = cpu_blas_load();
-    if (blas) return cpu_fail(d, RLX_ERR_DEVICE, "cpu: %s", blas);
-
     rlx_topology t;
     query_topology(&t, threads, placement);
     int n = threads > 0 ? threads : t.n_workers;
@@ -193,8 +189,6 @@ static int cpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
     be->n_workers = n;
     be->pu0 = pus[0];
     pthread_mutex_init(&be->exec_mu, NULL);
-    /* our workers parallelise GEMMs by slices: OpenBLAS must not start its own threads */
-    openblas_set_num_threads(1);
     int rc = cpu_pool_create(n, pus, &be->pool, d);
     if (rc) {
         pthread_mutex_destroy(&be->exec_mu);
@@ -306,6 +300,11 @@ static int cpu_compile(void *bep, const rlx_program *prog, void **out, rlx_diag 
             exe_free(x);
             return cpu_fail(d, RLX_ERR_INVALID, "cpu: node %u (%s): malformed inputs/outputs/attrs", i,
                             n->op);
+        }
+        const char *blas = cpu_blas_may_need(def->name, be->isa) ? cpu_blas_load() : NULL;
+        if (blas) {
+            exe_free(x);
+            return cpu_fail(d, RLX_ERR_DEVICE, "cpu: node %u (%s): %s", i, def->name, blas);
         }
         cpu_node *nd = &x->nodes[i];
         nd->op = def->name;
