@@ -1423,7 +1423,6 @@ static int fuse_steps(gpu_exe *x, const rlx_program *prog)
             }
         }
         gpu_step *a = &x->steps[i];
-        gpu_step *b = i + 1 < n ? &x->steps[i + 1] : NULL;
         int np = 0, j1 = attn_in_group(x, prog, i);
         if (j1 > 0) {
             if (attn_in_scratch(x, prog, i, j1) != 0) {
