@@ -509,29 +509,75 @@ AI __m512 hsum16(__m512 a[16])
     return _mm512_permutexvar_ps(idx, g);
 }
 
+/* G rows of q against KN keys (G·KN <= 16): accumulator g·KN + i is row g · key i, summed over
+ * d in chunks of 16 in order (as one row against 16 keys), so each key chunk is loaded once for
+ * the G rows and each q chunk once for the KN keys; rows past n repeat the tile's first key */
+AI void qk_tile(const float *q, int64_t ldq, const int G, const int KN, const float *k, int64_t ldk, int64_t nk,
+                int64_t d, __m512 sc, float *s, int64_t lds)
+{
+    const float *kr[8];
+    __m512 a[16];
+    #pragma GCC unroll 8
+    for (int i = 0; i < KN; i++) kr[i] = k + (i < nk ? i : 0) * ldk;
+    #pragma GCC unroll 16
+    for (int j = 0; j < 16; j++) a[j] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < d; c += 16) {
+        __mmask16 mk = (__mmask16)(d - c >= 16 ? 0xffff : (1u << (d - c)) - 1);
+        __m512 qv[4];
+        #pragma GCC unroll 4
+        for (int g = 0; g < G; g++) qv[g] = _mm512_maskz_loadu_ps(mk, q + g * ldq + c);
+        #pragma GCC unroll 8
+        for (int i = 0; i < KN; i++) {
+            __m512 kv = _mm512_maskz_loadu_ps(mk, kr[i] + c);
+            #pragma GCC unroll 4
+            for (int g = 0; g < G; g++) a[g * KN + i] = _mm512_fmadd_ps(qv[g], kv, a[g * KN + i]);
+        }
+    }
+    __m512 r = _mm512_mul_ps(hsum16(a), sc);
+    if (KN == 4) {
+        __mmask8 m = (__mmask8)((1u << nk) - 1);
+        #pragma GCC unroll 4
+        for (int g = 0; g < G; g++) _mm_mask_storeu_ps(s + g * lds, m, _mm512_extractf32x4_ps(r, g));
+    } else {
+        __mmask8 m = (__mmask8)((1u << nk) - 1);
+        _mm256_mask_storeu_ps(s, m, _mm512_extractf32x8_ps(r, 0));
+        _mm256_mask_storeu_ps(s + lds, m, _mm512_extractf32x8_ps(r, 1));
+    }
+}
+
 static void attn_qk(const float *q, int64_t ldq, int G, const float *k, int64_t ldk, int64_t n, int64_t d,
                     float scale, float *s, int64_t lds)
 {
     __m512 sc = _mm512_set1_ps(scale);
-    for (int g = 0; g < G; g++) {
-        const float *qg = q + g * ldq;
-        for (int64_t i0 = 0; i0 < n; i0 += 16) {
-            int64_t nk = n - i0 < 16 ? n - i0 : 16;
-            const float *kr[16];
-            __m512 a[16];
-            #pragma GCC unroll 16
-            for (int i = 0; i < 16; i++) { /* rows past n repeat the first: computed, not stored */
-                kr[i] = k + (i0 + (i < nk ? i : 0)) * ldk;
-                a[i] = _mm512_setzero_ps();
+    if (G >= 2) { /* query rows side by side: 4 keys (8 for two rows) a tile */
+        int kn = G == 2 ? 8 : 4;
+        for (int64_t i0 = 0; i0 < n; i0 += kn) {
+            int64_t nk = n - i0 < kn ? n - i0 : kn;
+            const float *ki = k + i0 * ldk;
+            switch (G) {
+            case 2: qk_tile(q, ldq, 2, 8, ki, ldk, nk, d, sc, s + i0, lds); break;
+            case 3: qk_tile(q, ldq, 3, 4, ki, ldk, nk, d, sc, s + i0, lds); break;
+            default: qk_tile(q, ldq, 4, 4, ki, ldk, nk, d, sc, s + i0, lds); break;
             }
-            for (int64_t c = 0; c < d; c += 16) {
-                __mmask16 mk = (__mmask16)(d - c >= 16 ? 0xffff : (1u << (d - c)) - 1);
-                __m512 qv = _mm512_maskz_loadu_ps(mk, qg + c);
-                #pragma GCC unroll 16
-                for (int i = 0; i < 16; i++) a[i] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(mk, kr[i] + c), a[i]);
-            }
-            _mm512_mask_storeu_ps(s + g * lds + i0, (__mmask16)((1u << nk) - 1), _mm512_mul_ps(hsum16(a), sc));
         }
+        return;
+    }
+    for (int64_t i0 = 0; i0 < n; i0 += 16) {
+        int64_t nk = n - i0 < 16 ? n - i0 : 16;
+        const float *kr[16];
+        __m512 a[16];
+        #pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) { /* rows past n repeat the first: computed, not stored */
+            kr[i] = k + (i0 + (i < nk ? i : 0)) * ldk;
+            a[i] = _mm512_setzero_ps();
+        }
+        for (int64_t c = 0; c < d; c += 16) {
+            __mmask16 mk = (__mmask16)(d - c >= 16 ? 0xffff : (1u << (d - c)) - 1);
+            __m512 qv = _mm512_maskz_loadu_ps(mk, q + c);
+            #pragma GCC unroll 16
+            for (int i = 0; i < 16; i++) a[i] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(mk, kr[i] + c), a[i]);
+        }
+        _mm512_mask_storeu_ps(s + i0, (__mmask16)((1u << nk) - 1), _mm512_mul_ps(hsum16(a), sc));
     }
 }
 
