@@ -534,10 +534,12 @@ AI void qk_tile(const float *q, int64_t ldq, const int G, const int KN, const fl
         }
     }
     __m512 r = _mm512_mul_ps(hsum16(a), sc);
-    if (KN == 4) {
+    if (KN == 4) { /* literal block numbers: the immediate must be constant at every -O */
         __mmask8 m = (__mmask8)((1u << nk) - 1);
-        #pragma GCC unroll 4
-        for (int g = 0; g < G; g++) _mm_mask_storeu_ps(s + g * lds, m, _mm512_extractf32x4_ps(r, g));
+        _mm_mask_storeu_ps(s, m, _mm512_extractf32x4_ps(r, 0));
+        _mm_mask_storeu_ps(s + lds, m, _mm512_extractf32x4_ps(r, 1));
+        _mm_mask_storeu_ps(s + 2 * lds, m, _mm512_extractf32x4_ps(r, 2));
+        if (G == 4) _mm_mask_storeu_ps(s + 3 * lds, m, _mm512_extractf32x4_ps(r, 3));
     } else {
         __mmask8 m = (__mmask8)((1u << nk) - 1);
         _mm256_mask_storeu_ps(s, m, _mm512_extractf32x8_ps(r, 0));
