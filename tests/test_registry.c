@@ -391,6 +391,14 @@ START_TEST(isolation)
         ck_assert_int_eq(p->loaded, 0);
         ck_assert_str_eq(p->reason, hostile[i][1]);
     }
+    /* a missing backend's error names the refused files and why (the time limit among them) */
+    rlx_diag d;
+    rlx_diag_init(&d);
+    ck_assert_ptr_null(rlx_registry_backend(r, "nope", &d));
+    ck_assert_msg(strstr(d.msg, "; refused tp-abort.so: isolation: killed by signal 6 (Aborted) in rlx_plugin_init; ") &&
+                      strstr(d.msg, "; tp-loop.so: isolation: no answer within 5000 ms (hung in rlx_plugin_init)") &&
+                      strchr(d.msg, '\n') == NULL,
+                  "%s", d.msg);
     rlx_registry_close(r);
     /* the refused plugin's constructor never ran in this process */
     ck_assert_msg(!marker_exists(marker), "tp-ctor's constructor ran in the host");

@@ -48,7 +48,8 @@ static const char help[] =
     "                       (-p T -n N -t threads -r reps) and print the ratios rlx/llama.cpp\n"
     "  --peer-gguf FILE     the GGUF with the same shapes (and 16-bit or f32 weights) as the model\n"
     "  --json               {\"prefill_tokens_per_s\",\"decode_tokens_per_s\",\"prefill_gflops\",\n"
-    "                        \"decode_gb_per_s\",\"threads\",\"backend\",\"reps\",\"batch\"} plus, on the\n"
+    "                        \"decode_gb_per_s\",\"threads\",\"backend\",\"reps\",\"batch\",\"prefill_flops\",\n"
+    "                        \"prefill_flops_source\"} plus, on the\n"
     "                       CPU, \"reference\":{\"read_gb_per_s\",\"read_loop\",\"read_scalar_gb_per_s\",\n"
     "                       \"sgemm_gflops\",\"sgemm_mkn\"},\n"
     "                       \"decode_vs_read_bandwidth\", \"decode_floor_tokens_per_s\" and\n"
@@ -59,6 +60,9 @@ static const char help[] =
     "                       \"gemm_library\"}, \"decode_vs_copy_bandwidth\", \"decode_floor_tokens_per_s\",\n"
     "                       \"prefill_vs_gemm\"; always \"memory\":{\"weights_bytes\",\"kv_cache_bytes\",\n"
     "                       \"arena_bytes\",\"buffer_bytes\",\"device_free_bytes\",\"device_total_bytes\",\"device\"}\n"
+    "Prefill GFLOP/s divides the FLOPs of the compiled prefill program (rlx_session_program:\n"
+    "matmuls and attention, padding rows and the last-row lm_head as run; elementwise ops not\n"
+    "counted) by its median time.\n"
     "Decode GB/s counts the weights in the compute dtype (--precision: 2 bytes for f16/bf16,\n"
     "4 for f32) and the KV cache in f32 unless 16-bit compute with --mixed none. The read\n"
     "reference sums 512 MiB with the widest vector loads (4 streams a thread); the decode floor\n"
@@ -299,6 +303,9 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
     uint64_t seed = (uint64_t)a->seed * 2654435761u + 1;
     for (int64_t i = 0; i < T && !rc; i++) ids[i] = (int32_t)(rng_next(&seed) % (uint64_t)V);
     for (int64_t b = 0; b < B && !rc; b++) rc = rlx_session_new(m, a->ctx ? a->ctx : T + N + 1, &s[b], d);
+    /* the FLOPs of the prefill program each session runs (its last-row variant) */
+    rlx_program_info pi = {0};
+    if (!rc) rc = rlx_session_program(s[0], RLX_PHASE_PREFILL, 0, T, 0, &pi, NULL, d);
     /* one warm-up round compiles both programs */
     for (long long r = -1; r < a->reps && !rc; r++) {
         double t0 = run_now_ms();
@@ -327,11 +334,8 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
         double d_tps = dm > 0 ? (double)(N * B) * 1e3 / dm : 0;
         double lp = linear_params(cfg);
         double hd = cfg->head_dim > 0 ? (double)cfg->head_dim : (double)cfg->hidden_size / (double)cfg->num_heads;
-        /* 2 flops per layer weight per token + causal attention (QK and PV over T/2 keys on
-         * average); the vocabulary projection runs on the last row only (rg_pass_last_row) */
-        double attn = 4.0 * (double)cfg->num_layers * (double)cfg->num_heads * hd * (double)T / 2.0;
-        double head = (double)cfg->vocab_size * (double)cfg->hidden_size;
-        double gflops = pm > 0 ? (double)B * ((double)T * (2.0 * (lp - head) + attn) + 2.0 * head) / (pm * 1e6) : 0;
+        double flops = (double)B * (double)pi.flops;
+        double gflops = pm > 0 ? flops / (pm * 1e6) : 0;
         /* weights streamed once per decode token (in the compute dtype), plus the K/V cache read */
         double kv = 2.0 * (double)cfg->num_layers * (double)(cfg->num_kv_heads > 0 ? cfg->num_kv_heads : cfg->num_heads) *
                     hd * ((double)T + (double)N / 2.0);
@@ -373,6 +377,8 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
             json_object_set_new(o, "prefill_tokens_per_s", json_real(p_tps));
             json_object_set_new(o, "decode_tokens_per_s", json_real(d_tps));
             json_object_set_new(o, "prefill_gflops", json_real(gflops));
+            json_object_set_new(o, "prefill_flops", json_real(flops));
+            json_object_set_new(o, "prefill_flops_source", json_string("program"));
             json_object_set_new(o, "decode_gb_per_s", json_real(gbs));
             json_object_set_new(o, "threads", json_integer(rlx_model_threads(m)));
             json_object_set_new(o, "backend", json_string(rlx_model_backend_name(m)));
@@ -427,8 +433,8 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
             free(txt);
             json_decref(o);
         } else {
-            printf("prefill %lld x %lld tokens: %.1f ms median, %.1f tok/s, %.2f GFLOP/s\n", (long long)B,
-                   (long long)T, pm, p_tps, gflops);
+            printf("prefill %lld x %lld tokens: %.1f ms median, %.1f tok/s, %.2f GFLOP/s (%.3f GFLOP, counted "
+                   "from the program)\n", (long long)B, (long long)T, pm, p_tps, gflops, flops / 1e9);
             printf("decode  %lld x %lld tokens: %.1f ms median, %.1f tok/s, %.2f GB/s\n", (long long)B,
                    (long long)N, dm, d_tps, gbs);
             printf("backend %s, %d threads, %lld reps\n", rlx_model_backend_name(m), rlx_model_threads(m),

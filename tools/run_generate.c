@@ -41,7 +41,8 @@ static const char help[] =
     "  --ctx N                KV cache rows (default: prompt + N)\n"
     "  --dump-flow            print the flow and exit (with --json: as a flow file that\n"
     "                         --flow loads back, to edit a layer and run it)\n"
-    "  --dump-graph           print the compiled prefill and decode graphs and exit\n"
+    "  --dump-graph           print the programs this command runs (prefill: last-row unless\n"
+    "                         --logits-out; decode when -n > 1), with their FLOPs, and exit\n"
     "  --json                 print one JSON object instead of streaming text:\n"
     "                         {\"prompt_ids\",\"ids\",\"text\",\"backend\",\"prefill_tokens\",\n"
     "                          \"prefill_ms\",\"decode_tokens\",\"decode_ms\"}\n"
@@ -242,6 +243,24 @@ static const char *ranks_note(const rlx_tp *t)
     return buf;
 }
 
+/* --dump-graph: the programs generate runs for this prompt (prefill, then decode when a
+ * second token is asked for), each labelled, at the positions it runs them */
+static int dump_programs(const gen_args *a, rlx_model *m, int64_t t, int64_t ctx, rlx_diag *d)
+{
+    rlx_session *s;
+    if (rlx_session_new(m, ctx, &s, d) != 0) return 1;
+    int all = a->logits_out != NULL;
+    printf("# prefill: %lld prompt tokens, logits of %s\n", (long long)t,
+           all ? "every row (--logits-out)" : "the last row only");
+    int rc = rlx_session_program(s, RLX_PHASE_PREFILL, 0, t, all, NULL, stdout, d);
+    if (!rc && a->n > 1) {
+        printf("# decode: one token a step, the first at position %lld\n", (long long)t);
+        rc = rlx_session_program(s, RLX_PHASE_DECODE, t, 1, 0, NULL, stdout, d);
+    }
+    rlx_session_free(s);
+    return rc;
+}
+
 static int run(const gen_args *a, gen_state *g, rlx_diag *d)
 {
     char path[4096];
@@ -271,13 +290,14 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
         if (run_ids("--ids", a->ids, &g->prompt, &g->n_prompt) != 0)
             return fprintf(stderr, "%s\n", usage), 2;
     }
-    if (a->dump_graph) {
-        int64_t t = g->n_prompt ? (int64_t)g->n_prompt : 1;
-        if (rlx_model_dump_graph(g->model, RLX_PHASE_PREFILL, t, stdout, d) != 0 ||
-            rlx_model_dump_graph(g->model, RLX_PHASE_DECODE, 1, stdout, d) != 0)
-            return run_fail(d);
-    }
-    if (a->dump_flow || a->dump_graph) return 0;
+    if (a->dump_flow && !a->dump_graph) return 0;
+    /* without a prompt, --dump-graph shows the programs of a one-token one */
+    int64_t t = g->n_prompt ? (int64_t)g->n_prompt : 1, n = a->n;
+    int64_t ctx = a->ctx > 0 ? a->ctx : t + (n > 0 ? n : 1);
+    if (ctx < t + n - 1 || ctx < t)
+        return run_error("--ctx %lld is too small for %lld prompt tokens and -n %lld",
+                         (long long)ctx, (long long)t, (long long)n);
+    if (a->dump_graph) return dump_programs(a, g->model, t, ctx, d) ? run_fail(d) : 0;
     for (size_t i = 0; i < g->n_prompt; i++)
         if (g->prompt[i] >= vocab) {
             if (a->prompt) /* the tokenizer and the model disagree, not the user */
@@ -295,11 +315,6 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
     g->sampler = rlx_sampler_new(&sp, vocab);
     if (!g->sampler) return run_error("sampler: bad parameters or out of memory");
 
-    int64_t t = (int64_t)g->n_prompt, n = a->n;
-    int64_t ctx = a->ctx > 0 ? a->ctx : t + (n > 0 ? n : 1);
-    if (ctx < t + n - 1 || ctx < t)
-        return run_error("--ctx %lld is too small for %lld prompt tokens and -n %lld",
-                         (long long)ctx, (long long)t, (long long)n);
     if (rlx_tp_session_new(g->tp, ctx, &g->sess, d) != 0) return run_fail(d);
 
     size_t vb = (size_t)vocab * sizeof(float);

@@ -23,4 +23,8 @@ int rg_schedule(rg_graph *g, rlx_diag *d);
  * The program borrows op names and attrs from g. */
 int rg_plan_build(const rg_graph *g, rg_plan *p, rlx_diag *d);
 void rg_plan_free(rg_plan *p);
+/* flops.c: FLOPs of program p run at cache position pos: the matmul-class ops (matmul,
+ * matmul_nn, bmm, linear_swiglu, conv2d) and attention (q·k and p·v over the keys each row
+ * attends to), 2 per multiply-add; elementwise ops, norms, softmax and rope not counted */
+void rg_program_flops(const rlx_program *p, int64_t pos, uint64_t *matmul_flops, uint64_t *attention_flops);
 #endif

@@ -911,9 +911,20 @@ RLX_API const rlx_backend *rlx_registry_backend(const rlx_registry *r, const cha
             if (w < 0) break;
             o += (size_t)w;
         }
+        /* a refused file may be the one that has it (isolation's time limit, a bad dlopen) */
+        char refused[640] = "";
+        for (size_t i = 0, o2 = 0; i < r->n_plugins && o2 < sizeof refused; i++) {
+            const plugin *p = &r->plugins[i];
+            const char *base = strrchr(p->path, '/');
+            if (p->info.loaded || !p->reason) continue;
+            int w = snprintf(refused + o2, sizeof refused - o2, "%s%s: %s", o2 ? "; " : "; refused ",
+                             base ? base + 1 : p->path, p->reason);
+            if (w < 0) break;
+            o2 += (size_t)w;
+        }
         rlx_diag_set(d, RLX_ERR_NOT_FOUND,
-                     "no backend named '%s' (loaded: %s; see rlx-plugins list)", name,
-                     r->n_backends ? names : "none");
+                     "no backend named '%s' (loaded: %s%s; see rlx-plugins list)", name,
+                     r->n_backends ? names : "none", refused);
         return NULL;
     }
     /* auto: the highest priority among available backends; load order breaks ties */

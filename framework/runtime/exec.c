@@ -174,8 +174,9 @@ void rg_exec_dump(const rg_exec *e, FILE *out)
 {
     static const char *phases[] = {"prefill", "decode", "encode"};
     const rg_plan *p = &e->plan;
-    fprintf(out, "graph %s T=%lld ctx=%lld: %u nodes (built %u, dce removed %u, folded %u, decomposed %u, casts %u)\n",
-            phases[e->phase], (long long)e->T, (long long)e->ctx, p->n_nodes, e->stats.built_nodes,
+    fprintf(out, "graph %s T=%lld ctx=%lld%s: %u nodes (built %u, dce removed %u, folded %u, decomposed %u, casts %u)\n",
+            phases[e->phase], (long long)e->T, (long long)e->ctx, e->variant.last_row && e->T > 1 ? " last-row" : "",
+            p->n_nodes, e->stats.built_nodes,
             e->stats.dce_removed, e->stats.folded, e->stats.decomposed, e->stats.casts);
     /* bytes per dtype: what the precision pass chose */
     size_t wb[RLX_DTYPE_COUNT] = {0}, sb_[RLX_DTYPE_COUNT] = {0};

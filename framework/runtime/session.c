@@ -57,6 +57,25 @@ static int64_t bucket(int64_t n, int64_t room)
     return b < room ? b : room;
 }
 
+/* the program of a step of n tokens in T rows (last: the logits of row n - 1 only), its
+ * logits output and their rows; -2 when the flow keeps only the last row of logits and
+ * has no out_row input, so it needs an exact-length program (T = n) */
+static int step_exec(rlx_session *s, int phase, int64_t n, int64_t T, int last, rg_exec **e,
+                     const rlx_value_desc **lo, int64_t *rows, rlx_diag *d)
+{
+    rg_variant v;
+    memset(&v, 0, sizeof v);
+    v.last_row = last;
+    int rc = rg_model_exec_v(s->m, phase, T, s->ctx, &v, e, d);
+    if (rc) return rc;
+    if (!(*lo = rg_exec_find_io(*e, "logits", 1)))
+        return rlx_diag_set(d, RLX_ERR_INVALID, "flow %s: emits no output named logits",
+                            s->m->flow[phase == RLX_PHASE_DECODE]->name);
+    int64_t V = (*lo)->shape.ndim ? (*lo)->shape.dims[(*lo)->shape.ndim - 1] : 1;
+    *rows = V ? rlx_shape_numel(&(*lo)->shape) / V : 0;
+    return *rows != T && !(*rows == 1 && (n == T || rg_exec_find_io(*e, "out_row", 0))) ? -2 : 0;
+}
+
 /* runs T positions from s->pos (ids padded to T); logits rows come back in rows: all T, or
  * with last only row n - 1 (the program computes the logits of that row alone) */
 static int run_locked(rlx_session *s, int phase, const int32_t *ids, int64_t n, int64_t T, int last,
@@ -64,18 +83,10 @@ static int run_locked(rlx_session *s, int phase, const int32_t *ids, int64_t n, 
 {
     rlx_model *m = s->m;
     rg_exec *e;
-    rg_variant v;
-    memset(&v, 0, sizeof v);
-    v.last_row = last;
-    int rc = rg_model_exec_v(m, phase, T, s->ctx, &v, &e, d);
+    const rlx_value_desc *lo;
+    int rc = step_exec(s, phase, n, T, last, &e, &lo, rows, d);
     if (rc) return rc;
-    const rlx_value_desc *lo = rg_exec_find_io(e, "logits", 1);
-    if (!lo) return rlx_diag_set(d, RLX_ERR_INVALID, "flow %s: emits no output named logits", m->flow[phase == RLX_PHASE_DECODE]->name);
-    int64_t V = lo->shape.ndim ? lo->shape.dims[lo->shape.ndim - 1] : 1;
-    *rows = V ? rlx_shape_numel(&lo->shape) / V : 0;
-    *vocab = V;
-    if (*rows != T && !(*rows == 1 && (n == T || rg_exec_find_io(e, "out_row", 0))))
-        return -2; /* the flow keeps only the last row: it needs an exact-length program */
+    *vocab = lo->shape.ndim ? lo->shape.dims[lo->shape.ndim - 1] : 1;
     int32_t *buf = calloc((size_t)(2 * T + 1), sizeof *buf);
     *logits = malloc((size_t)rlx_shape_numel(&lo->shape) * sizeof(float) + 1);
     if (!buf || !*logits) {
@@ -134,6 +145,43 @@ RLX_API int rlx_session_prefill(rlx_session *s, const int32_t *ids, int64_t n, f
     free(lg);
     s->pos += n;
     return 0;
+}
+
+RLX_API int rlx_session_program(rlx_session *s, int phase, int64_t pos, int64_t n, int all_logits,
+                                rlx_program_info *info, FILE *dump, rlx_diag *d)
+{
+    if (!s) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_session_program: no session");
+    if (phase != RLX_PHASE_PREFILL && phase != RLX_PHASE_DECODE)
+        return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_session_program: phase %d is not prefill or decode", phase);
+    if (phase == RLX_PHASE_DECODE && n != 1)
+        return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_session_program: a decode step is 1 token, not %lld", (long long)n);
+    if (n < 1 || pos < 0 || pos + n > s->ctx)
+        return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_session_program: %lld tokens at position %lld outside the "
+                            "context length %lld", (long long)n, (long long)pos, (long long)s->ctx);
+    /* as rlx_session_prefill and rlx_session_decode choose it */
+    int64_t T = phase == RLX_PHASE_DECODE ? 1 : bucket(n, s->ctx - pos), rows;
+    int last = phase == RLX_PHASE_PREFILL && !all_logits;
+    rg_exec *e;
+    const rlx_value_desc *lo;
+    pthread_mutex_lock(&s->m->mu);
+    s->m->run_states = &s->st;
+    int rc = step_exec(s, phase, n, T, last, &e, &lo, &rows, d);
+    if (rc == -2) rc = step_exec(s, phase, n, T = n, last, &e, &lo, &rows, d);
+    s->m->run_states = NULL;
+    if (!rc) {
+        rlx_program_info pi = {T, s->ctx, rows == 1 && T > 1, e->plan.n_nodes, 0, 0, 0};
+        rg_program_flops(&e->prog, pos, &pi.matmul_flops, &pi.attention_flops);
+        pi.flops = pi.matmul_flops + pi.attention_flops;
+        if (dump) {
+            rg_exec_dump(e, dump);
+            fprintf(dump, "flops at position %lld: %llu (matmul %llu, attention %llu; elementwise not counted)\n",
+                    (long long)pos, (unsigned long long)pi.flops, (unsigned long long)pi.matmul_flops,
+                    (unsigned long long)pi.attention_flops);
+        }
+        if (info) *info = pi;
+    }
+    pthread_mutex_unlock(&s->m->mu);
+    return rc;
 }
 
 RLX_API int rlx_session_decode(rlx_session *s, int32_t id, float *logits, rlx_diag *d)

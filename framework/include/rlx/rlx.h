@@ -245,6 +245,27 @@ int rlx_session_decode(rlx_session *s, int32_t id, float *logits, rlx_diag *d);
  * model's batch pool at its first batched step and stays there (single steps use it too). */
 int rlx_session_decode_batch(rlx_session **s, int B, const int32_t *ids, float *logits, rlx_diag *d);
 
+/* The program a step of s would run, compiled (and cached) but not run: with phase
+ * RLX_PHASE_PREFILL, rlx_session_prefill of n tokens at position pos (all_logits nonzero:
+ * the caller wants every row's logits, else the last row's only); with RLX_PHASE_DECODE,
+ * rlx_session_decode at pos (n = 1). dump: prints it as passes.verbose does (NULL: no
+ * print); info: its figures (NULL: none). FLOPs count 2 per multiply-add of the matmul-class
+ * ops (matmul, matmul_nn, bmm, linear_swiglu, conv2d) and of attention's q·k and p·v over
+ * the keys each row attends to at pos; elementwise ops, norms, softmax and rope are not
+ * counted. A prefill's padding rows (n padded to its length bucket) run, so they count. */
+typedef struct rlx_program_info {
+    int64_t seq_len;          /* rows the program runs (n, or its length bucket) */
+    int64_t ctx_len;          /* KV cache rows */
+    int32_t last_row;         /* 1: the logits of one row only (the final norm and the
+                                 vocabulary projection run on that row) */
+    uint32_t n_nodes;
+    uint64_t matmul_flops;
+    uint64_t attention_flops;
+    uint64_t flops;           /* matmul_flops + attention_flops */
+} rlx_program_info;
+int rlx_session_program(rlx_session *s, int phase, int64_t pos, int64_t n, int all_logits, rlx_program_info *info,
+                        FILE *dump, rlx_diag *d);
+
 /* What a model holds on its backend's device now, and what the device has left. The
  * same figures decide, before any weight is uploaded or kernel runs, whether a program
  * and its KV cache fit: "DEVICE: needs X GiB (...), Y GiB available" otherwise. */
