@@ -58,10 +58,10 @@ static int64_t bucket(int64_t n, int64_t room)
 }
 
 /* the program of a step of n tokens in T rows (last: the logits of row n - 1 only), its
- * logits output and their rows; -2 when the flow keeps only the last row of logits and
- * has no out_row input, so it needs an exact-length program (T = n) */
-static int step_exec(rlx_session *s, int phase, int64_t n, int64_t T, int last, rg_exec **e,
-                     const rlx_value_desc **lo, int64_t *rows, rlx_diag *d)
+ * logits output, their rows and vocabulary; -2 when the flow keeps only the last row of
+ * logits and has no out_row input, so it needs an exact-length program (T = n) */
+static int exec_rows(rlx_session *s, int phase, int64_t n, int64_t T, int last, rg_exec **e,
+                     const rlx_value_desc **lo, int64_t *rows, int64_t *vocab, rlx_diag *d)
 {
     rg_variant v;
     memset(&v, 0, sizeof v);
@@ -72,21 +72,45 @@ static int step_exec(rlx_session *s, int phase, int64_t n, int64_t T, int last, 
         return rlx_diag_set(d, RLX_ERR_INVALID, "flow %s: emits no output named logits",
                             s->m->flow[phase == RLX_PHASE_DECODE]->name);
     int64_t V = (*lo)->shape.ndim ? (*lo)->shape.dims[(*lo)->shape.ndim - 1] : 1;
+    *vocab = V;
     *rows = V ? rlx_shape_numel(&(*lo)->shape) / V : 0;
     return *rows != T && !(*rows == 1 && (n == T || rg_exec_find_io(*e, "out_row", 0))) ? -2 : 0;
 }
 
-/* runs T positions from s->pos (ids padded to T); logits rows come back in rows: all T, or
- * with last only row n - 1 (the program computes the logits of that row alone) */
-static int run_locked(rlx_session *s, int phase, const int32_t *ids, int64_t n, int64_t T, int last,
+/* the program a step runs: T rows as asked, or exactly n where the flow needs that (*T
+ * then says so). Call with s->m->mu held. */
+static int step_exec(rlx_session *s, int phase, int64_t n, int64_t *T, int last, rg_exec **e,
+                     const rlx_value_desc **lo, int64_t *rows, int64_t *vocab, rlx_diag *d)
+{
+    int rc = exec_rows(s, phase, n, *T, last, e, lo, rows, vocab, d);
+    if (rc == -2) rc = exec_rows(s, phase, n, *T = n, last, e, lo, rows, vocab, d);
+    return rc;
+}
+
+/* one step at a time per model: sessions on other threads wait here */
+static void step_lock(rlx_session *s)
+{
+    pthread_mutex_lock(&s->m->mu);
+    s->m->run_states = &s->st; /* a compile counts only the states this session lacks */
+}
+
+static void step_unlock(rlx_session *s)
+{
+    s->m->run_states = NULL;
+    pthread_mutex_unlock(&s->m->mu);
+}
+
+/* runs *T positions from s->pos (ids padded to *T, or *T = n: step_exec); logits rows come
+ * back in rows: all *T, or with last only row n - 1 (the program computes that row alone) */
+static int run_locked(rlx_session *s, int phase, const int32_t *ids, int64_t n, int64_t *Tp, int last,
                       float **logits, int64_t *rows, int64_t *vocab, rlx_diag *d)
 {
     rlx_model *m = s->m;
     rg_exec *e;
     const rlx_value_desc *lo;
-    int rc = step_exec(s, phase, n, T, last, &e, &lo, rows, d);
+    int rc = step_exec(s, phase, n, Tp, last, &e, &lo, rows, vocab, d);
     if (rc) return rc;
-    *vocab = lo->shape.ndim ? lo->shape.dims[lo->shape.ndim - 1] : 1;
+    int64_t T = *Tp;
     int32_t *buf = calloc((size_t)(2 * T + 1), sizeof *buf);
     *logits = malloc((size_t)rlx_shape_numel(&lo->shape) * sizeof(float) + 1);
     if (!buf || !*logits) {
@@ -106,15 +130,12 @@ static int run_locked(rlx_session *s, int phase, const int32_t *ids, int64_t n, 
     return rc;
 }
 
-/* one step at a time per model: sessions on other threads wait here */
-static int run(rlx_session *s, int phase, const int32_t *ids, int64_t n, int64_t T, int last, float **logits,
+static int run(rlx_session *s, int phase, const int32_t *ids, int64_t n, int64_t *T, int last, float **logits,
                int64_t *rows, int64_t *vocab, rlx_diag *d)
 {
-    pthread_mutex_lock(&s->m->mu);
-    s->m->run_states = &s->st; /* a compile counts only the states this session lacks */
+    step_lock(s);
     int rc = run_locked(s, phase, ids, n, T, last, logits, rows, vocab, d);
-    s->m->run_states = NULL;
-    pthread_mutex_unlock(&s->m->mu);
+    step_unlock(s);
     return rc;
 }
 
@@ -128,8 +149,7 @@ RLX_API int rlx_session_prefill(rlx_session *s, const int32_t *ids, int64_t n, f
     float *lg = NULL;
     int64_t rows = 0, V = 0, T = bucket(n, s->ctx - s->pos);
     int last = !all_logits; /* then the logits of the other rows are never computed */
-    int rc = run(s, RLX_PHASE_PREFILL, ids, n, T, last, &lg, &rows, &V, d);
-    if (rc == -2) rc = run(s, RLX_PHASE_PREFILL, ids, n, T = n, last, &lg, &rows, &V, d);
+    int rc = run(s, RLX_PHASE_PREFILL, ids, n, &T, last, &lg, &rows, &V, d);
     if (rc) {
         free(lg);
         return rc;
@@ -159,15 +179,12 @@ RLX_API int rlx_session_program(rlx_session *s, int phase, int64_t pos, int64_t 
         return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_session_program: %lld tokens at position %lld outside the "
                             "context length %lld", (long long)n, (long long)pos, (long long)s->ctx);
     /* as rlx_session_prefill and rlx_session_decode choose it */
-    int64_t T = phase == RLX_PHASE_DECODE ? 1 : bucket(n, s->ctx - pos), rows;
+    int64_t T = phase == RLX_PHASE_DECODE ? 1 : bucket(n, s->ctx - pos), rows, V;
     int last = phase == RLX_PHASE_PREFILL && !all_logits;
     rg_exec *e;
     const rlx_value_desc *lo;
-    pthread_mutex_lock(&s->m->mu);
-    s->m->run_states = &s->st;
-    int rc = step_exec(s, phase, n, T, last, &e, &lo, &rows, d);
-    if (rc == -2) rc = step_exec(s, phase, n, T = n, last, &e, &lo, &rows, d);
-    s->m->run_states = NULL;
+    step_lock(s);
+    int rc = step_exec(s, phase, n, &T, last, &e, &lo, &rows, &V, d);
     if (!rc) {
         rlx_program_info pi = {T, s->ctx, rows == 1 && T > 1, e->plan.n_nodes, 0, 0, 0};
         rg_program_flops(&e->prog, pos, &pi.matmul_flops, &pi.attention_flops);
@@ -180,7 +197,7 @@ RLX_API int rlx_session_program(rlx_session *s, int phase, int64_t pos, int64_t 
         }
         if (info) *info = pi;
     }
-    pthread_mutex_unlock(&s->m->mu);
+    step_unlock(s);
     return rc;
 }
 
@@ -191,8 +208,8 @@ RLX_API int rlx_session_decode(rlx_session *s, int32_t id, float *logits, rlx_di
         return rlx_diag_set(d, RLX_ERR_INVALID, "session: position %lld is past the context length %lld",
                             (long long)s->pos, (long long)s->ctx);
     float *lg = NULL;
-    int64_t rows = 0, V = 0;
-    int rc = run(s, RLX_PHASE_DECODE, &id, 1, 1, 0, &lg, &rows, &V, d);
+    int64_t rows = 0, V = 0, T = 1;
+    int rc = run(s, RLX_PHASE_DECODE, &id, 1, &T, 0, &lg, &rows, &V, d);
     if (!rc && logits) memcpy(logits, lg, (size_t)V * sizeof(float));
     free(lg);
     if (!rc) s->pos++;
