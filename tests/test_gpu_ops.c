@@ -779,6 +779,11 @@ static void test_attention(gpu *g)
     attn_case(g, "attention T=1 pos=0 d=64 window=4", 1, 16, 2, 2, 64, 0, 1, 4, 0, 0);
     attn_case(g, "attention T=37 pos=200 window=50 d=32", 37, 300, 4, 4, 32, 200, 1, 50, 0, 0);
     attn_case(g, "attention d=512 not causal (VAE mid-block)", 40, 40, 1, 1, 512, -1, 0, 0, 0, 0);
+    /* decode: 6 query heads on one KV head (blocks of 4 and 2 heads), rows split over blocks
+     * that merge in the last one; one query head per KV head; a row one block covers */
+    attn_case(g, "attention T=1 pos=1400 S=1500 6:1 d=64", 1, 1500, 6, 1, 64, 1400, 1, 0, 0, 0);
+    attn_case(g, "attention T=2 pos=2900 S=3000 4:4 d=128 mask", 2, 3000, 4, 4, 128, 2900, 1, 0, 0, 1);
+    attn_case(g, "attention T=1 pos=40 S=2048 8:2 d=64", 1, 2048, 8, 2, 64, 40, 1, 0, 0, 0);
     test_attention_rows(g);
 }
 
@@ -1027,6 +1032,8 @@ static void test_half(gpu *g)
     attn_case_t(g, RLX_F32, 1, 2048, 32, 8, 64, 2000, 0, 0, 0);
     attn_case_t(g, RLX_BF16, 1, 300, 2, 1, 256, 5, 0, 0, 0);
     attn_case_t(g, RLX_BF16, 100, 256, 4, 2, 64, 50, 0, 0, 0);
+    attn_case_t(g, RLX_BF16, 8, 1000, 8, 2, 64, 600, 300, 0, 0);
+    attn_case_t(g, RLX_F16, 4, 2000, 16, 2, 64, 1900, 0, 20.0, 0);
     /* prefill on tensor cores (k_attn_mma.cu): head dims 64/128/256, partial tiles */
     attn_case_t(g, RLX_BF16, 300, 300, 8, 2, 128, 0, 0, 0, 0);
     attn_case_t(g, RLX_F16, 70, 200, 4, 2, 256, 100, 64, 30.0, 1);
@@ -1877,12 +1884,14 @@ static void bench(gpu *g)
         tens q = rand_t(RLX_BF16, 3, 1, 32, 64, 1), k = rand_t(RLX_BF16, 3, 2048, 8, 64, 1),
              v = rand_t(RLX_BF16, 3, 2048, 8, 64, 1), pos = mk(RLX_I32, 1, 1, 0, 0),
              o = mk(RLX_BF16, 3, 1, 32, 64);
-        pos.i[0] = 2047;
         tens ai[4] = {q, k, v, pos};
         rlx_attr at[2] = {RLX_ATTR_F("scale", 0.125), RLX_ATTR_I("causal", 1)};
-        t = time_node(g, "rlx.attention", ai, 4, &o, at, 2, 50);
-        printf("BENCH %-6s decode attention bf16 S=2048 nh=32 nkv=8 d=64: %.1f us, %.0f GB/s of KV\n",
-               g->label, t * 1e6, (double)(tbytes(&k) + tbytes(&v)) / t * 1e-9);
+        for (int c = 0; c < 2; c++) { /* the cache full, and at the bench's decode length */
+            pos.i[0] = c ? 639 : 2047;
+            t = time_node(g, "rlx.attention", ai, 4, &o, at, 2, 50);
+            printf("BENCH %-6s decode attention bf16 S=2048 pos=%d nh=32 nkv=8 d=64: %.1f us, %.0f GB/s of KV\n",
+                   g->label, pos.i[0], t * 1e6, (double)(pos.i[0] + 1) * (tbytes(&k) + tbytes(&v)) / 2048 / t * 1e-9);
+        }
         tens all[] = {q, k, v, pos, o};
         for (int j = 0; j < 5; j++)
             tfree(&all[j]);

@@ -192,6 +192,8 @@ typedef struct gpu_exe {
     int checks;       /* has kernels that report execute errors */
     char *scratch;    /* per-step temporaries (steps run in order on one stream) */
     size_t scratch_bytes;
+    unsigned *attn_cnt; /* decode attention's counters: zero between launches, so kept apart */
+    int64_t n_cnt;
     /* graph replay: the pointers it was captured with */
     void **graph_ptrs;
     gpuGraphExec_t graph;
@@ -1032,6 +1034,8 @@ static void gpu_release(void *bep, void *exep)
         gpu_tp_release(&x->steps[i].tp);
     if (x->scratch)
         (void)gpuFree(x->scratch);
+    if (x->attn_cnt)
+        (void)gpuFree(x->attn_cnt);
     free(x->graph_ptrs);
     free(x->vbytes);
     free(x->root);
@@ -1115,8 +1119,10 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
         }
         if (st->op == OP_ATTENTION) {
             gpu_attn *a = &st->attn;
-            a->nsplit = gpu_attn_splits(a->T, a->S, a->nh, a->d, be->sms);
+            a->nsplit = gpu_attn_splits(a->T, a->S, a->nh, a->nkv, a->d, be->sms);
             need = (size_t)gpu_attn_part_floats(a->T, a->nh, a->d, a->nsplit) * 4;
+            if (a->nsplit > 0 && gpu_attn_counters(a->T, a->nh, a->nkv) > x->n_cnt)
+                x->n_cnt = gpu_attn_counters(a->T, a->nh, a->nkv);
         }
         if (need > x->scratch_bytes)
             x->scratch_bytes = need;
@@ -1126,6 +1132,18 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
         if (e != gpuSuccess) {
             set_diag(d, RLX_ERR_NOMEM, "scratch of %zu bytes: %s", x->scratch_bytes,
                      gpuGetErrorString(e));
+            (void)gpuGetLastError();
+            gpu_release(bep, x);
+            return RLX_ERR_NOMEM;
+        }
+    }
+    if (x->n_cnt) {
+        size_t nb = (size_t)x->n_cnt * sizeof(unsigned);
+        gpuError_t e = gpuMalloc((void **)&x->attn_cnt, nb);
+        if (e == gpuSuccess)
+            e = gpuMemsetAsync(x->attn_cnt, 0, nb, be->stream); /* ordered before any launch */
+        if (e != gpuSuccess) {
+            set_diag(d, RLX_ERR_NOMEM, "attention counters of %zu bytes: %s", nb, gpuGetErrorString(e));
             (void)gpuGetLastError();
             gpu_release(bep, x);
             return RLX_ERR_NOMEM;
@@ -1814,6 +1832,7 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
                 at.mask = TI(i);
         at.o = TO(0);
         at.part = (float *)(void *)x->scratch;
+        at.cnt = x->attn_cnt;
         gpu_attention(s, &at);
         break;
     }

@@ -102,21 +102,25 @@ typedef struct gpu_attn {
     int T, S, nh, nkv, d;
     float scale, softcap;
     int causal, window;
-    /* split-key decode: nsplit partial results per row and head in part */
+    /* split-key decode: up to nsplit partial results per row and head in part, and one
+     * counter per row and head group in cnt (zero between launches) */
     int nsplit;
     float *part;
+    unsigned *cnt;
 } gpu_attn;
 #define GPU_ATTN_MAX_D 512
-/* decode rows (T <= GPU_ATTN_DECODE_T) split the keys over nsplit blocks per head */
+/* decode rows (T <= GPU_ATTN_DECODE_T) split the keys over up to nsplit blocks */
 #define GPU_ATTN_DECODE_T 8
 void gpu_attention(gpuStream_t s, const gpu_attn *a);
 void gpu_attn_decode(gpuStream_t s, const gpu_attn *a); /* gpu_attention's decode path */
 /* gpu_attention's tensor-core path (k_attn_mma.cu): 16-bit q/k/v of one dtype, d 64/128/256 */
 int gpu_attn_mma_ok(const gpu_attn *a);
 void gpu_attn_mma(gpuStream_t s, const gpu_attn *a);
-/* splits for a decode attention of T rows over up to S keys; floats of scratch it needs */
-int gpu_attn_splits(int T, int S, int nh, int d, int sms);
+/* splits for a decode attention of T rows over up to S keys (0: not the decode path);
+ * floats of scratch it needs; counters it needs (zeroed once, kept zero by the kernel) */
+int gpu_attn_splits(int T, int S, int nh, int nkv, int d, int sms);
 int64_t gpu_attn_part_floats(int T, int nh, int d, int nsplit);
+int64_t gpu_attn_counters(int T, int nh, int nkv);
 
 /* k_attn_rows.cu: batched decode. Row t of q [T, nh, d] is the new token of the sequence
  * in slot slots[t] of k, v [P, S, nkv, d], at position pos[t] (keys 0..pos[t]); a slot or

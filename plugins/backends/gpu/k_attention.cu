@@ -127,7 +127,7 @@ template <int DP, int BQ, int BK, int NT = 128> static void launch(gpuStream_t s
 void gpu_attention(gpuStream_t s, const gpu_attn *a)
 {
     /* the decode path loads pairs of elements: 8-byte aligned k and v */
-    if (a->T <= GPU_ATTN_DECODE_T && a->nsplit > 0 && a->part &&
+    if (a->T <= GPU_ATTN_DECODE_T && a->nsplit > 0 && a->part && a->cnt &&
         ((uintptr_t)a->k.p | (uintptr_t)a->v.p) % 8 == 0) {
         gpu_attn_decode(s, a);
         return;

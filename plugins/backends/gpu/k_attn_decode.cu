@@ -1,25 +1,31 @@
-/* Decode attention (flash-decoding): few query rows against a long KV cache. The keys of
- * each (row, head) are split over nsplit blocks; a block's 4 warps take groups of KU keys
- * (all loads of a group in flight before the first use), keep an online softmax per warp,
- * merge them and write one partial (max, sum, acc[d]); a second kernel merges the nsplit
- * partials. Key ranges come from pos on the device, so a captured graph stays valid as
- * the cache grows. Each lane owns ND consecutive head dims (head dim <= 32*ND). */
+/* Decode attention (flash-decoding, GQA-grouped): few query rows against a long KV cache,
+ * one launch. A block serves up to AD_GH query heads that share one KV head, so each key
+ * and value row is read once for all of them. The keys of a row are split over as many
+ * blocks as its length needs (AD_MIN_KEYS each, at most nsplit: decided on the device
+ * from pos, so a captured graph stays valid as the cache grows). A row that one block
+ * covers is written by that block; otherwise each block writes a partial (max, sum,
+ * acc[d]) per head, and the last block of the row to finish (a counter) merges them.
+ * Within a block, 4 warps take groups of KU keys (every load of a group in flight before
+ * the first use) with an online softmax per warp and head. Each lane owns ND consecutive
+ * head dims (head dim <= 32*ND). */
 #include "gpu_dtype.h"
 
 #define AD_WARPS 4
-#define AD_KU 8
-#define AD_KEYS_PER_SPLIT 32
+#define AD_GH 4         /* query heads a block serves */
+#define AD_MIN_KEYS 32  /* keys a block takes before a row is split over more blocks */
 #define AD_MAX_SPLITS 64
 
 static int dp_of(int d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256; }
+static int groups_of(int nh, int nkv) { return nkv * ((nh / nkv + AD_GH - 1) / AD_GH); }
 
-int gpu_attn_splits(int T, int S, int nh, int d, int sms)
+int gpu_attn_splits(int T, int S, int nh, int nkv, int d, int sms)
 {
     /* a lane's dims are loaded as pairs: the head dim must split evenly over the lanes */
-    if (T > GPU_ATTN_DECODE_T || S <= 0 || d > 256 || d % (dp_of(d) / 32) != 0)
+    if (T > GPU_ATTN_DECODE_T || S <= 0 || d > 256 || d % (dp_of(d) / 32) != 0 || nkv <= 0 ||
+        nh % nkv != 0)
         return 0;
-    int n = (S + AD_KEYS_PER_SPLIT - 1) / AD_KEYS_PER_SPLIT;
-    int want = (4 * sms + nh * T - 1) / (nh * T); /* about four blocks per SM at full length */
+    int n = (S + AD_MIN_KEYS - 1) / AD_MIN_KEYS, bl = groups_of(nh, nkv) * T;
+    int want = (2 * sms + bl - 1) / bl; /* about two blocks per SM at full length */
     if (n > want)
         n = want;
     if (n > AD_MAX_SPLITS)
@@ -32,16 +38,17 @@ int64_t gpu_attn_part_floats(int T, int nh, int d, int nsplit)
     return (int64_t)T * nh * nsplit * (dp_of(d) + 2);
 }
 
+int64_t gpu_attn_counters(int T, int nh, int nkv) { return (int64_t)T * groups_of(nh, nkv); }
+
 /* the valid keys [lo, hi) of row t */
-__device__ static void key_range(const gpu_attn &a, int t, int64_t *lo, int64_t *hi, int64_t *at)
+__device__ static void key_range(const gpu_attn &a, int t, int64_t *lo, int64_t *hi)
 {
-    const int64_t p = a.pos ? a.pos[0] : 0;
+    const int64_t p = a.pos ? a.pos[0] : 0, at = p + t;
     int64_t h = a.pos && p + a.T < a.S ? p + a.T : a.S, l = 0;
-    *at = p + t;
-    if (a.causal && *at + 1 < h)
-        h = *at + 1;
-    if (a.window > 0 && *at - a.window + 1 > l)
-        l = *at - a.window + 1;
+    if (a.causal && at + 1 < h)
+        h = at + 1;
+    if (a.window > 0 && at - a.window + 1 > l)
+        l = at - a.window + 1;
     *lo = l;
     *hi = h > l ? h : l;
 }
@@ -66,33 +73,58 @@ template <int ND> __device__ __forceinline__ void load_nd(const gpu_ten &t, int6
     }
 }
 
-template <int ND>
-__global__ __launch_bounds__(AD_WARPS * 32) static void k_attn_split(gpu_attn a)
+/* partials other blocks wrote during this launch: read from L2, never a stale L1 line */
+__device__ __forceinline__ float ld_l2(const float *p)
+{
+#if defined(RLX_GPU_HIP)
+    return __builtin_nontemporal_load(p);
+#else
+    return __ldcg(p);
+#endif
+}
+
+template <int ND, int KU>
+__global__ __launch_bounds__(AD_WARPS * 32) static void k_attn_gqa(gpu_attn a, unsigned *cnt)
 {
     constexpr int DP = 32 * ND;
-    __shared__ float sm_m[AD_WARPS], sm_l[AD_WARPS], sm_acc[AD_WARPS][DP];
-    const int h = blockIdx.x, sp = blockIdx.y, t = blockIdx.z;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int kvh = h / (a.nh / a.nkv), d = a.d;
+    __shared__ float sm_m[AD_WARPS][AD_GH], sm_l[AD_WARPS][AD_GH], sm_acc[AD_WARPS][AD_GH][DP];
+    __shared__ float sw[AD_GH][AD_MAX_SPLITS], sl[AD_GH][AD_MAX_SPLITS], sinv[AD_GH];
+    __shared__ int s_last;
+    RLX_PDL_TRIGGER(); /* the output projection after this may launch and fetch its weights */
+    const int G = a.nh / a.nkv, ngk = (G + AD_GH - 1) / AD_GH;
+    const int hg = blockIdx.x, sp = blockIdx.y, t = blockIdx.z, kvh = hg / ngk;
+    const int h0 = kvh * G + (hg % ngk) * AD_GH, gn = min(AD_GH, G - (hg % ngk) * AD_GH);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, d = a.d;
     const bool mine = lane * ND < d; /* d is even and a multiple of ND or padded past */
-    int64_t lo, hi, at;
-    key_range(a, t, &lo, &hi, &at);
-    const int64_t chunk = (hi - lo + a.nsplit - 1) / a.nsplit;
-    const int64_t j0 = lo + sp * chunk, j1 = j0 + chunk < hi ? j0 + chunk : hi;
-
-    float q[ND], acc[ND], m = -INFINITY, l = 0.0f;
+    /* q first: its loads need not wait for pos */
+    float q[AD_GH][ND], acc[AD_GH][ND], m[AD_GH], l[AD_GH];
 #pragma unroll
-    for (int i = 0; i < ND; i++) {
-        int dd = lane * ND + i;
-        q[i] = dd < d ? ldt(a.q, ((int64_t)t * a.nh + h) * d + dd) : 0.0f;
-        acc[i] = 0.0f;
+    for (int g = 0; g < AD_GH; g++) {
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < ND; i++) {
+            int dd = lane * ND + i;
+            q[g][i] = g < gn && dd < d ? ldt(a.q, ((int64_t)t * a.nh + h0 + g) * d + dd) : 0.0f;
+            acc[g][i] = 0.0f;
+        }
     }
-    for (int64_t g = j0 + (int64_t)warp * AD_KU; g < j1; g += AD_WARPS * AD_KU) {
-        float kf[AD_KU][ND], vf[AD_KU][ND], s[AD_KU];
+    int64_t lo, hi;
+    key_range(a, t, &lo, &hi);
+    const int len = (int)(hi - lo); /* 32-bit: a 64-bit division is a long dependent chain */
+    int ns = (len + AD_MIN_KEYS - 1) / AD_MIN_KEYS; /* blocks this row needs */
+    ns = ns < 1 ? 1 : ns > a.nsplit ? a.nsplit : ns;
+    if (sp >= ns)
+        return;
+    const int chunk = (len + ns - 1) / ns;
+    const int64_t j0 = lo + (int64_t)sp * chunk, j1 = j0 + chunk < hi ? j0 + chunk : hi;
+
+    for (int64_t j = j0 + (int64_t)warp * KU; j < j1; j += AD_WARPS * KU) {
+        float kf[KU][ND], vf[KU][ND], s[AD_GH][KU];
 #pragma unroll
-        for (int u = 0; u < AD_KU; u++) {
-            int64_t j = g + u, off = (j * a.nkv + kvh) * d + lane * ND;
-            if (j < j1 && mine) {
+        for (int u = 0; u < KU; u++) {
+            int64_t off = ((j + u) * a.nkv + kvh) * d + lane * ND;
+            if (j + u < j1 && mine) {
                 load_nd<ND>(a.k, off, kf[u]);
                 load_nd<ND>(a.v, off, vf[u]);
             } else {
@@ -102,125 +134,152 @@ __global__ __launch_bounds__(AD_WARPS * 32) static void k_attn_split(gpu_attn a)
             }
         }
 #pragma unroll
-        for (int u = 0; u < AD_KU; u++) {
-            float p = 0.0f;
+        for (int g = 0; g < AD_GH; g++)
 #pragma unroll
-            for (int i = 0; i < ND; i++)
-                p += q[i] * kf[u][i];
-            s[u] = p;
-        }
+            for (int u = 0; u < KU; u++) {
+                float p = 0.0f;
+#pragma unroll
+                for (int i = 0; i < ND; i++)
+                    p += q[g][i] * kf[u][i];
+                s[g][u] = p;
+            }
 #pragma unroll
         for (int w = 16; w > 0; w >>= 1)
 #pragma unroll
-            for (int u = 0; u < AD_KU; u++)
-                s[u] += RLX_SHFL_XOR(s[u], w, 32);
-        float mx = -INFINITY;
+            for (int g = 0; g < AD_GH; g++)
 #pragma unroll
-        for (int u = 0; u < AD_KU; u++) {
-            int64_t j = g + u;
-            float v = s[u] * a.scale;
-            if (a.softcap > 0.0f)
-                v = a.softcap * tanhf(v / a.softcap);
-            if (j < j1 && a.mask.p)
-                v += ldt(a.mask, (int64_t)t * a.S + j);
-            s[u] = j < j1 ? v : -INFINITY;
-            mx = fmaxf(mx, s[u]);
-        }
-        if (mx == -INFINITY)
-            continue; /* every key of the group masked out */
-        float mn = fmaxf(m, mx), corr = expf(m - mn); /* m = -inf: corr 0 */
-        l *= corr;
+                for (int u = 0; u < KU; u++)
+                    s[g][u] += RLX_SHFL_XOR(s[g][u], w, 32);
+        float mk[KU]; /* the additive mask of each key (one per row, shared by the heads) */
 #pragma unroll
-        for (int i = 0; i < ND; i++)
-            acc[i] *= corr;
+        for (int u = 0; u < KU; u++)
+            mk[u] = j + u < j1 && a.mask.p ? ldt(a.mask, (int64_t)t * a.S + j + u) : 0.0f;
 #pragma unroll
-        for (int u = 0; u < AD_KU; u++) {
-            float p = s[u] == -INFINITY ? 0.0f : expf(s[u] - mn);
-            l += p;
+        for (int g = 0; g < AD_GH; g++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int u = 0; u < KU; u++) {
+                float v = s[g][u] * a.scale;
+                if (a.softcap > 0.0f)
+                    v = a.softcap * tanhf(v / a.softcap);
+                s[g][u] = j + u < j1 ? v + mk[u] : -INFINITY;
+                mx = fmaxf(mx, s[g][u]);
+            }
+            if (mx == -INFINITY)
+                continue; /* every key of the group masked out */
+            float mn = fmaxf(m[g], mx), corr = expf(m[g] - mn); /* m = -inf: corr 0 */
+            l[g] *= corr;
 #pragma unroll
             for (int i = 0; i < ND; i++)
-                acc[i] += p * vf[u][i];
+                acc[g][i] *= corr;
+#pragma unroll
+            for (int u = 0; u < KU; u++) {
+                float p = s[g][u] == -INFINITY ? 0.0f : expf(s[g][u] - mn);
+                l[g] += p;
+#pragma unroll
+                for (int i = 0; i < ND; i++)
+                    acc[g][i] += p * vf[u][i];
+            }
+            m[g] = mn;
         }
-        m = mn;
-    }
-    if (lane == 0) {
-        sm_m[warp] = m;
-        sm_l[warp] = l;
     }
 #pragma unroll
-    for (int i = 0; i < ND; i++)
-        sm_acc[warp][lane * ND + i] = acc[i];
+    for (int g = 0; g < AD_GH; g++) {
+        if (lane == 0) {
+            sm_m[warp][g] = m[g];
+            sm_l[warp][g] = l[g];
+        }
+#pragma unroll
+        for (int i = 0; i < ND; i++)
+            sm_acc[warp][g][lane * ND + i] = acc[g][i];
+    }
     __syncthreads();
-    float M = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < AD_WARPS; w++)
-        M = fmaxf(M, sm_m[w]);
-    float *part = a.part + (((int64_t)t * a.nh + h) * a.nsplit + sp) * (DP + 2);
-    float L = 0.0f;
-#pragma unroll
-    for (int w = 0; w < AD_WARPS; w++)
-        L += sm_m[w] == -INFINITY ? 0.0f : sm_l[w] * expf(sm_m[w] - M);
-    if (threadIdx.x == 0) {
-        part[0] = M;
-        part[1] = L;
-    }
-    for (int dd = threadIdx.x; dd < DP; dd += AD_WARPS * 32) {
-        float o = 0.0f;
+    /* the warps' results merged: one (max, sum, acc) per head, written out or as a partial */
+    for (int e = threadIdx.x; e < gn * DP; e += AD_WARPS * 32) {
+        const int g = e / DP, dd = e % DP;
+        float M = -INFINITY, L = 0.0f, o = 0.0f;
 #pragma unroll
         for (int w = 0; w < AD_WARPS; w++)
-            o += sm_m[w] == -INFINITY ? 0.0f : sm_acc[w][dd] * expf(sm_m[w] - M);
+            M = fmaxf(M, sm_m[w][g]);
+#pragma unroll
+        for (int w = 0; w < AD_WARPS; w++) {
+            float c = sm_m[w][g] == -INFINITY ? 0.0f : expf(sm_m[w][g] - M);
+            L += sm_l[w][g] * c;
+            o += sm_acc[w][g][dd] * c;
+        }
+        if (ns == 1) {
+            if (dd < d)
+                stt(a.o, ((int64_t)t * a.nh + h0 + g) * d + dd, L > 0.0f ? o / L : 0.0f);
+            continue;
+        }
+        float *part = a.part + (((int64_t)t * a.nh + h0 + g) * a.nsplit + sp) * (DP + 2);
+        if (dd == 0) {
+            part[0] = M;
+            part[1] = L;
+        }
         part[2 + dd] = o;
     }
-}
-
-/* one block of AD_MERGE threads per (row, head): the splits' maxima and sums are read at
- * once (a thread each), their weights computed in shared memory, then each thread sums one
- * head dim over the splits with those loads independent of each other */
-#define AD_MERGE 64
-template <int DP> __global__ __launch_bounds__(AD_MERGE) static void k_attn_merge(gpu_attn a)
-{
-    __shared__ float sm[AD_MAX_SPLITS], sl[AD_MAX_SPLITS], sw[AD_MAX_SPLITS], sinv;
-    RLX_PDL_TRIGGER(); /* the output projection after this may launch and fetch its weights */
-    const int h = blockIdx.x, t = blockIdx.y, ns = a.nsplit;
-    const float *part = a.part + ((int64_t)t * a.nh + h) * ns * (DP + 2);
-    for (int sp = threadIdx.x; sp < ns; sp += AD_MERGE) {
-        sm[sp] = part[sp * (DP + 2)];
-        sl[sp] = part[sp * (DP + 2) + 1];
+    if (ns == 1)
+        return;
+    /* the last block of this row and head group to finish merges every block's partial */
+    __threadfence();
+    __syncthreads();
+    unsigned *c = cnt + (int64_t)t * gridDim.x + hg;
+    if (threadIdx.x == 0)
+        s_last = atomicAdd(c, 1u) == (unsigned)ns - 1;
+    __syncthreads();
+    if (!s_last)
+        return;
+    __threadfence();
+    /* every partial's max and sum at once (a thread each: independent loads), then the
+     * weights in shared memory, then each output a sum of independent loads */
+    for (int e = threadIdx.x; e < gn * ns; e += AD_WARPS * 32) {
+        const int g = e / ns, p = e % ns;
+        const float *part = a.part + (((int64_t)t * a.nh + h0 + g) * a.nsplit + p) * (DP + 2);
+        sw[g][p] = ld_l2(part);
+        sl[g][p] = ld_l2(part + 1);
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if ((int)threadIdx.x < gn) {
+        const int g = (int)threadIdx.x;
         float M = -INFINITY, L = 0.0f;
-        for (int sp = 0; sp < ns; sp++)
-            M = fmaxf(M, sm[sp]);
-        for (int sp = 0; sp < ns; sp++) {
-            sw[sp] = sm[sp] == -INFINITY ? 0.0f : expf(sm[sp] - M);
-            L += sl[sp] * sw[sp];
+        for (int p = 0; p < ns; p++)
+            M = fmaxf(M, sw[g][p]);
+        for (int p = 0; p < ns; p++) {
+            float w = sw[g][p] == -INFINITY ? 0.0f : expf(sw[g][p] - M);
+            L += sl[g][p] * w;
+            sw[g][p] = w;
         }
-        sinv = L > 0.0f ? 1.0f / L : 0.0f;
+        sinv[g] = L > 0.0f ? 1.0f / L : 0.0f;
     }
+    if (threadIdx.x == 0)
+        *c = 0; /* ready for the next launch (graph replays reuse the counters) */
     __syncthreads();
-    for (int dd = threadIdx.x; dd < a.d; dd += AD_MERGE) {
+    for (int e = threadIdx.x; e < gn * d; e += AD_WARPS * 32) {
+        const int g = e / d, dd = e % d;
+        const float *part = a.part + ((int64_t)t * a.nh + h0 + g) * a.nsplit * (DP + 2) + 2 + dd;
         float o = 0.0f;
-#pragma unroll 8
-        for (int sp = 0; sp < ns; sp++)
-            o += sw[sp] == 0.0f ? 0.0f : part[sp * (DP + 2) + 2 + dd] * sw[sp];
-        stt(a.o, ((int64_t)t * a.nh + h) * a.d + dd, o * sinv);
+        /* unconditional loads, so they issue back to back (a block with no keys wrote a
+         * zero acc and gets weight 0) */
+#pragma unroll 16
+        for (int p = 0; p < ns; p++)
+            o += ld_l2(part + (int64_t)p * (DP + 2)) * sw[g][p];
+        stt(a.o, ((int64_t)t * a.nh + h0 + g) * d + dd, o * sinv[g]);
     }
 }
 
-template <int ND> static void launch_decode(gpuStream_t s, const gpu_attn *a)
+template <int ND, int KU> static void launch_decode(gpuStream_t s, const gpu_attn *a)
 {
-    dim3 g1((unsigned)a->nh, (unsigned)a->nsplit, (unsigned)a->T), g2((unsigned)a->nh, (unsigned)a->T);
-    RLX_LAUNCH(k_attn_split<ND>, g1, AD_WARPS * 32, 0, s)(*a);
-    RLX_LAUNCH(k_attn_merge<32 * ND>, g2, AD_MERGE, 0, s)(*a);
+    dim3 g((unsigned)groups_of(a->nh, a->nkv), (unsigned)a->nsplit, (unsigned)a->T);
+    RLX_LAUNCH((k_attn_gqa<ND, KU>), g, AD_WARPS * 32, 0, s)(*a, a->cnt);
 }
 
 void gpu_attn_decode(gpuStream_t s, const gpu_attn *a)
 {
     if (a->d <= 64)
-        launch_decode<2>(s, a);
+        launch_decode<2, 8>(s, a);
     else if (a->d <= 128)
-        launch_decode<4>(s, a);
+        launch_decode<4, 8>(s, a);
     else
-        launch_decode<8>(s, a);
+        launch_decode<8, 4>(s, a);
 }
