@@ -1416,6 +1416,99 @@ static void decode_mlp_entry(gpu *g, int dt, int glu, int over)
     free(u);
 }
 
+/* elements of a and b (one shape and dtype) whose stored bits differ */
+static int64_t bits_differ(const tens *a, const tens *b)
+{
+    int64_t n = tnumel(a), diff = 0;
+    for (int64_t e = 0; e < n; e++)
+        diff += is_half(a->dtype) ? a->h[e] != b->h[e] : memcmp(&a->f[e], &b->f[e], 4) != 0;
+    return diff;
+}
+
+/* A decode product, the residual add of it, an rms_norm of the sum and a product of the
+ * norm, spelled as one rlx.add_rms_norm or as rlx.add then rlx.rms_norm: the two programs
+ * must store the same bits (the backend fuses both alike), and each must match the float64
+ * reference. x and the residual are made in the program (mul of two inputs); over = 1: the
+ * sum over the residual; 2: the sum over x (the GEMV may not take the add); nout: the norm
+ * is also a program output (no GEMV may absorb it). */
+static void decode_norm_spellings(gpu *g, int dt, int over, int nout)
+{
+    const int64_t K = 1032, H = 1032, N = 72;
+    enum { X1, X2, WO, R1, R2, G, W2, X, R, P, S, NN, Y, NV };
+    tens t[NV] = {rand_t(dt, 2, 1, K, 0, 1), rand_t(dt, 2, 1, K, 0, 1), rand_t(dt, 2, H, K, 0, 1),
+                  rand_t(dt, 2, 1, H, 0, 3), rand_t(dt, 2, 1, H, 0, 1), rand_t(dt, 1, H, 0, 0, 1),
+                  rand_t(dt, 2, N, H, 0, 1), mk(dt, 2, 1, K, 0), mk(dt, 2, 1, H, 0), mk(dt, 2, 1, H, 0),
+                  mk(dt, 2, 1, H, 0), mk(dt, 2, 1, H, 0), mk(dt, 2, 1, N, 0)};
+    tens first[3] = {mk(dt, 2, 1, H, 0), mk(dt, 2, 1, H, 0), mk(dt, 2, 1, N, 0)}; /* S, NN, Y */
+    const int keep[3] = {S, NN, Y};
+    int kind[NV], share[NV];
+    for (int k = 0; k < NV; k++) {
+        kind[k] = k < X ? RLX_VALUE_INPUT : k == S || k == Y || (k == NN && nout) ? RLX_VALUE_OUTPUT
+                                                                                  : RLX_VALUE_TEMP;
+        share[k] = k == S && over ? (over == 1 ? R : X) : -1;
+    }
+    rlx_attr at = RLX_ATTR_F("eps", 1e-5);
+    const pnode head[3] = {{"rlx.mul", {X1, X2}, {X}, 2, 1, NULL, 0},
+                           {"rlx.mul", {R1, R2}, {R}, 2, 1, NULL, 0},
+                           {"rlx.matmul", {X, WO}, {P}, 2, 1, NULL, 0}};
+    const pnode tail = {"rlx.matmul", {NN, W2}, {Y}, 2, 1, NULL, 0};
+    pnode one[5] = {head[0], head[1], head[2], {"rlx.add_rms_norm", {R, P, G}, {S, NN}, 3, 2, &at, 1}, tail};
+    pnode two[6] = {head[0], head[1], head[2], {"rlx.add", {R, P}, {S}, 2, 1, NULL, 0},
+                    {"rlx.rms_norm", {S, G}, {NN}, 2, 1, &at, 1}, tail};
+    float *x = calloc((size_t)K, sizeof(float));
+    double *p = dalloc(H), *rs = dalloc(H), *rn = dalloc(H), *ry = dalloc(N);
+    for (int64_t k = 0; k < K; k++)
+        x[k] = (float)as_dt(dt, (double)t[X1].f[k] * t[X2].f[k]);
+    ref_matmul(x, t[WO].f, NULL, p, 1, H, K, 1);
+    tens sum = mk(RLX_F32, 2, 1, H, 0);
+    for (int64_t h = 0; h < H; h++)
+        sum.f[h] = (float)(rs[h] = as_dt(dt, as_dt(dt, (double)t[R1].f[h] * t[R2].f[h]) + as_dt(dt, p[h])));
+    float *xn = ref_rms(&sum, &t[G], 0, 1, H);
+    for (int64_t h = 0; h < H; h++)
+        rn[h] = xn[h];
+    ref_matmul(xn, t[W2].f, NULL, ry, 1, N, H, 1);
+    const char *sfx = over == 1 ? ", sum over residual" : over == 2 ? ", sum over x" : nout ? ", norm out" : "";
+    int64_t diff = -1;
+    for (int spell = 0; spell < 2; spell++) {
+        rlx_diag d;
+        char what[96];
+        snprintf(what, sizeof what, "gemv, %s, gemv %s%s", spell ? "add, rms_norm" : "add_rms_norm", dtn(dt), sfx);
+        if (run_prog(g, t, kind, share, NV, spell ? two : one, spell ? 6 : 5, &d)) {
+            fail_msg(g, what, d.msg);
+            break;
+        }
+        report(g, what, fmax(fmax(rel_l2(&t[S], rs), rel_l2(&t[Y], ry)), nout ? rel_l2(&t[NN], rn) : 0),
+               tol_of(dt));
+        for (int q = 0; q < 3; q++) {
+            if (spell == 0) {
+                memcpy(first[q].f, t[keep[q]].f, (size_t)tnumel(&first[q]) * sizeof(float));
+                if (is_half(dt))
+                    memcpy(first[q].h, t[keep[q]].h, (size_t)tnumel(&first[q]) * 2);
+            } else if (keep[q] != NN || nout) { /* an absorbed norm is never stored */
+                diff = (diff < 0 ? 0 : diff) + bits_differ(&first[q], &t[keep[q]]);
+            }
+        }
+    }
+    if (diff >= 0) {
+        checks++;
+        failures += diff != 0;
+        char what[96];
+        snprintf(what, sizeof what, "add_rms_norm = add, rms_norm %s%s", dtn(dt), sfx);
+        printf("%-6s %-44s %lld elements differ  %s\n", g->label, what, (long long)diff, diff ? "FAIL" : "ok");
+    }
+    for (int k = 0; k < NV; k++)
+        tfree(&t[k]);
+    for (int q = 0; q < 3; q++)
+        tfree(&first[q]);
+    tfree(&sum);
+    free(x);
+    free(xn);
+    free(p);
+    free(rs);
+    free(rn);
+    free(ry);
+}
+
 /* add then rms_norm, the norm's output stored exactly over the add's second input (a TEMP
  * the program makes: mul of two inputs), as the arena places it in decode */
 static void fused_add_norm_over(gpu *g, int dt)
@@ -1773,6 +1866,8 @@ static void test_fused(gpu *g)
             fused_gemv_add(g, dt, over == 1 && k == 1, over);
         for (int over = 0; over < 4; over++)
             decode_mlp_entry(g, dt, over != 2 || k != 1, over);
+        for (int c = 0; c < 4; c++)
+            decode_norm_spellings(g, dt, c % 3, c == 3);
     }
     fused_norm_gemv(g, 1024, RLX_BF16, 0, 1);
     fused_rope_cache(g, RLX_BF16, 16);

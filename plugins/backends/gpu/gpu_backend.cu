@@ -1086,24 +1086,60 @@ static size_t plan_matmul(const gpu_be *be, gpu_step *st)
 static int fuse_steps(gpu_exe *x, const rlx_program *prog);
 static int value_root(const rlx_program *prog, int v);
 
+/* rlx.add_rms_norm (st, built) becomes an add step and an rms_norm step of its sum (st + 1),
+ * both of its node: it fuses as the spelled-out pair does, and unfused the two kernels give
+ * the add_rms_norm kernel's bits (the norm reads the sum as stored) */
+static void split_add_norm(gpu_step *st)
+{
+    gpu_step *nm = st + 1;
+    int64_t n = st->rows * st->n;
+    *nm = *st;
+    nm->op = OP_RMS_NORM;
+    nm->n_in = 2;
+    nm->in[0] = st->out[0];
+    nm->in[1] = st->in[2];
+    nm->in[2] = 0;
+    nm->dti[0] = st->dto[0];
+    nm->dti[1] = st->dti[2];
+    nm->dti[2] = 0;
+    nm->out[0] = st->out[1];
+    nm->dto[0] = st->dto[1];
+    nm->out[1] = nm->dto[1] = 0;
+    st->op = OP_ADD;
+    st->n_in = 2;
+    st->in[2] = st->dti[2] = 0;
+    st->out[1] = st->dto[1] = 0;
+    st->rows = 0;
+    st->n = st->nb = n;
+    st->f0 = 0;
+    st->i0 = GB_ADD;
+}
+
 static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag *d)
 {
     gpu_be *be = (gpu_be *)bep;
     *out = NULL;
+    uint32_t cap = prog->n_nodes; /* steps: one a node, two for rlx.add_rms_norm */
+    for (uint32_t i = 0; i < prog->n_nodes; i++)
+        cap += prog->nodes[i].op && strcmp(prog->nodes[i].op, op_names[OP_ADD_RMS_NORM]) == 0;
     gpu_exe *x = (gpu_exe *)calloc(1, sizeof *x);
-    if (!x || (prog->n_nodes && !(x->steps = (gpu_step *)calloc(prog->n_nodes, sizeof(gpu_step))))) {
+    if (!x || (cap && !(x->steps = (gpu_step *)calloc(cap, sizeof(gpu_step))))) {
         free(x);
         set_diag(d, RLX_ERR_NOMEM, "out of memory");
         return RLX_ERR_NOMEM;
     }
     x->n_values = prog->n_values;
     for (uint32_t i = 0; i < prog->n_nodes; i++) {
-        gpu_step *st = &x->steps[i];
+        gpu_step *st = &x->steps[x->n_steps];
         if (step_build(&prog->nodes[i], (int)i, prog->values, prog->n_values, st, d) != 0) {
             gpu_release(bep, x);
             return d ? d->code : RLX_ERR_INVALID;
         }
         x->n_steps++;
+        if (st->op == OP_ADD_RMS_NORM) {
+            split_add_norm(st);
+            x->n_steps++;
+        }
         if (op_defs[st->op].flags & OPF_CHECKS)
             x->checks = 1;
         size_t need = 0;
@@ -1341,8 +1377,6 @@ static int glu_at(const gpu_exe *x, const int *uses, int i)
            uses[a->out[0]] == 1 && uses[b->out[0]] == 1;
 }
 
-/* A decode GEMV then an add of its product and another value of the same size (the
- * residual): the add in the GEMV's epilogue */
 /* Is step i an add whose sum the next step rms-norms (one add_rms_norm kernel)? */
 static int add_norm_at(const gpu_exe *x, int i)
 {
@@ -1353,17 +1387,21 @@ static int add_norm_at(const gpu_exe *x, int i)
            a->n == a->nb && a->n == b->rows * b->n;
 }
 
-/* A GEMV then an add of its product, unless that add is the head of an add + rms_norm pair:
- * the pair runs as the rlx.add_rms_norm kernel, so a flow that spells add and rms_norm
- * computes bit for bit what one spelling rlx.add_rms_norm does. */
-static int gemv_add_at(const gpu_exe *x, const int *uses, int i)
+static int norm_group_end(const gpu_exe *x, const rlx_program *prog, const int *uses, int i);
+
+/* A decode GEMV then an add of its product and another value of the same size (the
+ * residual): the add in the GEMV's epilogue. When an rms_norm of the sum follows, only if
+ * the next group's GEMVs absorb that norm; else the add and the norm run as the
+ * add_rms_norm kernel. Both spellings (rlx.add_rms_norm, add + rms_norm) are the same steps
+ * here, so they fuse alike and compute the same bits. */
+static int gemv_add_at(const gpu_exe *x, const rlx_program *prog, const int *uses, int i)
 {
     if (i + 1 >= (int)x->n_steps)
         return 0;
     const gpu_step *a = &x->steps[i], *b = &x->steps[i + 1];
     return a->op == OP_MATMUL && a->gemv && b->op == OP_ADD && b->n == b->nb &&
            b->n == a->rows * a->n && (b->in[0] == a->out[0]) != (b->in[1] == a->out[0]) &&
-           uses[a->out[0]] == 1 && !add_norm_at(x, i + 1);
+           uses[a->out[0]] == 1 && (!add_norm_at(x, i + 1) || norm_group_end(x, prog, uses, i + 2));
 }
 
 /* Does the group [g0, g1) read rms_norm step i's output only as the x of its GEMVs, and
@@ -1400,6 +1438,21 @@ static int gemvs_end(const gpu_exe *x, int i)
     return j;
 }
 
+/* The end of the group after rms_norm step i whose GEMVs take the norm in (q/k/v, gate/up,
+ * GEMVs of one x; not a GEMV whose product is added), or 0 */
+static int norm_group_end(const gpu_exe *x, const rlx_program *prog, const int *uses, int i)
+{
+    int i1 = i + 1, j1;
+    if (i1 >= (int)x->n_steps || x->steps[i].op != OP_RMS_NORM)
+        return 0;
+    j1 = attn_in_group(x, prog, i1);
+    if (!j1 && glu_at(x, uses, i1))
+        j1 = i1 + 3;
+    if (!j1 && !gemv_add_at(x, prog, uses, i1))
+        j1 = gemvs_end(x, i1); /* a GEMV, or several of the same x */
+    return j1 && norm_feeds(x, prog, uses, i, i1, j1) ? j1 : 0;
+}
+
 /* Groups consecutive steps whose work one launch can do (see FUSE_*). Reads of each value
  * (aliases and program outputs count) keep a product that something else reads. An
  * rms_norm whose output only the next group's GEMVs read joins that group (h->nrm). */
@@ -1428,17 +1481,10 @@ static int fuse_steps(gpu_exe *x, const rlx_program *prog)
     }
     for (int i = 0; i < n; i++) {
         int nrm = -1; /* a norm step before the group that the group absorbs */
-        if (x->steps[i].op == OP_RMS_NORM && i + 1 < n) {
-            int i1 = i + 1, j1 = attn_in_group(x, prog, i1);
-            if (!j1 && glu_at(x, uses, i1))
-                j1 = i1 + 3;
-            if (!j1 && !gemv_add_at(x, uses, i1))
-                j1 = gemvs_end(x, i1); /* a GEMV, or several of the same x */
-            if (j1 && norm_feeds(x, prog, uses, i, i1, j1)) {
-                nrm = i;
-                x->n_norms++;
-                i = i1;
-            }
+        if (norm_group_end(x, prog, uses, i)) {
+            nrm = i;
+            x->n_norms++;
+            i++;
         }
         gpu_step *a = &x->steps[i];
         int np = 0, j1 = attn_in_group(x, prog, i);
@@ -1467,7 +1513,7 @@ static int fuse_steps(gpu_exe *x, const rlx_program *prog)
         } else if (glu_at(x, uses, i)) {
             a->fuse = FUSE_GLU;
             np = 2;
-        } else if (nrm < 0 && gemv_add_at(x, uses, i)) {
+        } else if (nrm < 0 && gemv_add_at(x, prog, uses, i)) {
             a->fuse = FUSE_GEMV_ADD;
             np = 1;
         } else if (a->op == OP_MATMUL && a->gemv) {
@@ -1810,9 +1856,7 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
     case OP_RMS_NORM:
         gpu_rms_norm(s, TI(0), none, TI(1), none, TO(0), st->rows, st->n, st->f0, st->i0);
         break;
-    case OP_ADD_RMS_NORM:
-        /* outputs: the sum (the residual stream), then its norm */
-        gpu_rms_norm(s, TI(0), TI(1), TI(2), TO(0), TO(1), st->rows, st->n, st->f0, st->i0);
+    case OP_ADD_RMS_NORM: /* never: compile made it an add and an rms_norm (split_add_norm) */
         break;
     case OP_LAYER_NORM:
         gpu_layer_norm(s, TI(0), TI(1), TI(2), TO(0), st->rows, st->n, st->f0);
