@@ -121,6 +121,41 @@ START_TEST(bench_counts_the_program)
     double gf = json_number_value(json_object_get(o, "prefill_gflops"));
     /* tokens/s = 6 / t, GFLOP/s = flops / t / 1e9 */
     ck_assert_msg(gf > 0 && fabs(gf - flops * tps / 6 / 1e9) <= 1e-9 * gf, "prefill_gflops %g, tokens/s %g", gf, tps);
+    ck_assert_ptr_null(json_object_get(o, "reference"));
+    ck_assert_ptr_null(json_object_get(o, "floor_source"));
+    json_decref(o);
+    tu_result_free(&r);
+}
+END_TEST
+
+/* rlx-bench on the CPU reads the bandwidth reference after each decode rep: the median
+ * read lies in its spread, and the floor is the decode's bytes per token at that median */
+START_TEST(bench_reads_with_the_decode)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' --model '%s' --backend cpu --threads 1 --prefill 6 --decode 4 --reps 3 --json",
+             tu_tool("tools/rlx-bench"), tu_src("models/tiny-llama-py"));
+    tu_result r = tu_run(cmd, 300);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    json_error_t e;
+    json_t *o = json_loads(r.out, 0, &e);
+    ck_assert_msg(o != NULL, "no JSON: %s", r.out);
+    ck_assert_str_eq(json_string_value(json_object_get(o, "floor_source")), "interleaved");
+    json_t *ref = json_object_get(o, "reference"), *sp = json_object_get(ref, "read_gb_per_s_spread");
+    ck_assert_msg(json_is_array(sp) && json_array_size(sp) == 2, "no [min,max] spread: %s", r.out);
+    double lo = json_number_value(json_array_get(sp, 0)), hi = json_number_value(json_array_get(sp, 1));
+    double rd = json_number_value(json_object_get(ref, "read_gb_per_s"));
+    ck_assert_msg(lo > 0 && lo <= rd && rd <= hi, "read %g GB/s outside its spread [%g, %g]", rd, lo, hi);
+    ck_assert_msg(json_number_value(json_object_get(ref, "read_scalar_gb_per_s")) > 0, "%s", r.out);
+    ck_assert_msg(json_number_value(json_object_get(ref, "sgemm_gflops")) > 0, "%s", r.out);
+    double ratio = json_number_value(json_object_get(o, "decode_vs_read_bandwidth"));
+    ck_assert_msg(ratio > 0 && isfinite(ratio), "decode_vs_read_bandwidth %g", ratio);
+    /* bytes per token = decode GB/s / decode tokens/s; floor = median read / bytes per token */
+    double tps = json_number_value(json_object_get(o, "decode_tokens_per_s"));
+    double gbs = json_number_value(json_object_get(o, "decode_gb_per_s"));
+    double floor = json_number_value(json_object_get(o, "decode_floor_tokens_per_s"));
+    ck_assert_msg(tps > 0 && gbs > 0 && fabs(floor - rd * tps / gbs) <= 1e-9 * floor,
+                  "floor %g tok/s, read %g GB/s, decode %g tok/s at %g GB/s", floor, rd, tps, gbs);
     json_decref(o);
     tu_result_free(&r);
 }
@@ -176,6 +211,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, counts_match_hand_figures);
     tcase_add_test(tc, bench_counts_the_program);
+    tcase_add_test(tc, bench_reads_with_the_decode);
     tcase_add_test(tc, dump_graph_shows_what_runs);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

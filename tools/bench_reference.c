@@ -105,41 +105,67 @@ static void *read_worker(void *arg)
     return NULL;
 }
 
-void bench_ref_read(int threads, size_t bytes, int reps, bench_read *out)
+struct bench_reader {
+    int threads, wide;
+    size_t n;
+    uint64_t *buf;
+    read_job *jobs;
+    pthread_t *tid;
+};
+
+bench_reader *bench_reader_new(int threads, size_t bytes)
 {
-    if (threads < 1) threads = 1;
-    if (reps < 1) reps = 1;
-    int wide = widest();
-    out->gbps = out->scalar_gbps = 0;
-    out->loop = wide == 2 ? "avx512" : wide == 1 ? "avx2" : "scalar";
-    size_t n = bytes / sizeof(uint64_t);
-    uint64_t *buf = NULL; /* whole lines: a vector load never straddles two */
-    if (posix_memalign((void **)&buf, 64, n * sizeof *buf) != 0) buf = NULL;
-    read_job *jobs = calloc((size_t)threads, sizeof *jobs);
-    pthread_t *tid = calloc((size_t)threads, sizeof *tid);
-    double *t = calloc((size_t)(2 * reps), sizeof *t);
-    if (buf && jobs && tid && t) {
-        for (size_t i = 0; i < n; i++) buf[i] = (uint64_t)i * 2654435761u;
-        size_t per = n / (size_t)threads / 8 * 8; /* each thread's part starts on a line */
-        for (int r = 0; r < 2 * reps; r++) { /* the wide and the scalar loop alternate */
-            double t0 = now_s();
-            for (int w = 0; w < threads; w++) {
-                jobs[w].p = buf + per * (size_t)w;
-                jobs[w].n = w == threads - 1 ? n - per * (size_t)w : per;
-                jobs[w].wide = r % 2 ? 0 : wide;
-                pthread_create(&tid[w], NULL, read_worker, &jobs[w]);
-            }
-            for (int w = 0; w < threads; w++) pthread_join(tid[w], NULL);
-            t[r % 2 * reps + r / 2] = now_s() - t0;
-        }
-        double mw = median_of(t, reps), ms = median_of(t + reps, reps);
-        out->gbps = mw > 0 ? (double)(n * sizeof(uint64_t)) / mw / 1e9 : 0;
-        out->scalar_gbps = ms > 0 ? (double)(n * sizeof(uint64_t)) / ms / 1e9 : 0;
+    bench_reader *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->threads = threads < 1 ? 1 : threads;
+    r->wide = widest();
+    r->n = bytes / sizeof(uint64_t);
+    /* whole lines: a vector load never straddles two */
+    if (posix_memalign((void **)&r->buf, 64, r->n * sizeof *r->buf) != 0) r->buf = NULL;
+    r->jobs = calloc((size_t)r->threads, sizeof *r->jobs);
+    r->tid = calloc((size_t)r->threads, sizeof *r->tid);
+    if (!r->buf || !r->jobs || !r->tid) {
+        bench_reader_free(r);
+        return NULL;
     }
-    free(buf);
-    free(jobs);
-    free(tid);
+    /* first touch once here, so a later run times reads, not page faults */
+    for (size_t i = 0; i < r->n; i++) r->buf[i] = (uint64_t)i * 2654435761u;
+    return r;
+}
+
+void bench_reader_run(bench_reader *rd, int reps, bench_read *out)
+{
+    if (reps < 1) reps = 1;
+    out->gbps = out->scalar_gbps = 0;
+    out->loop = rd->wide == 2 ? "avx512" : rd->wide == 1 ? "avx2" : "scalar";
+    double *t = calloc((size_t)(2 * reps), sizeof *t);
+    if (!t) return;
+    int threads = rd->threads;
+    size_t n = rd->n, per = n / (size_t)threads / 8 * 8; /* each thread's part starts on a line */
+    for (int r = 0; r < 2 * reps; r++) { /* the wide and the scalar loop alternate */
+        double t0 = now_s();
+        for (int w = 0; w < threads; w++) {
+            rd->jobs[w].p = rd->buf + per * (size_t)w;
+            rd->jobs[w].n = w == threads - 1 ? n - per * (size_t)w : per;
+            rd->jobs[w].wide = r % 2 ? 0 : rd->wide;
+            pthread_create(&rd->tid[w], NULL, read_worker, &rd->jobs[w]);
+        }
+        for (int w = 0; w < threads; w++) pthread_join(rd->tid[w], NULL);
+        t[r % 2 * reps + r / 2] = now_s() - t0;
+    }
+    double mw = median_of(t, reps), ms = median_of(t + reps, reps);
+    out->gbps = mw > 0 ? (double)(n * sizeof(uint64_t)) / mw / 1e9 : 0;
+    out->scalar_gbps = ms > 0 ? (double)(n * sizeof(uint64_t)) / ms / 1e9 : 0;
     free(t);
+}
+
+void bench_reader_free(bench_reader *r)
+{
+    if (!r) return;
+    free(r->buf);
+    free(r->jobs);
+    free(r->tid);
+    free(r);
 }
 
 double bench_ref_sgemm_gflops(int threads, int64_t m, int64_t k, int64_t n, int reps)

@@ -50,9 +50,9 @@ static const char help[] =
     "  --json               {\"prefill_tokens_per_s\",\"decode_tokens_per_s\",\"prefill_gflops\",\n"
     "                        \"decode_gb_per_s\",\"threads\",\"backend\",\"reps\",\"batch\",\"prefill_flops\",\n"
     "                        \"prefill_flops_source\"} plus, on the\n"
-    "                       CPU, \"reference\":{\"read_gb_per_s\",\"read_loop\",\"read_scalar_gb_per_s\",\n"
-    "                       \"sgemm_gflops\",\"sgemm_mkn\"},\n"
-    "                       \"decode_vs_read_bandwidth\", \"decode_floor_tokens_per_s\" and\n"
+    "                       CPU, \"reference\":{\"read_gb_per_s\",\"read_gb_per_s_spread\",\"read_loop\",\n"
+    "                       \"read_scalar_gb_per_s\",\"sgemm_gflops\",\"sgemm_mkn\"},\n"
+    "                       \"decode_vs_read_bandwidth\", \"decode_floor_tokens_per_s\", \"floor_source\" and\n"
     "                       \"prefill_vs_sgemm\"; with a peer, \"peer\":{\"prefill_tokens_per_s\",\n"
     "                       \"decode_tokens_per_s\",\"gguf\"}, \"prefill_vs_peer\", \"decode_vs_peer\"; with\n"
     "                       --sessions, \"sessions\":{\"k\",\"identical\",\"threads_ms\",\"alone_ms\"}; on a GPU,\n"
@@ -65,8 +65,11 @@ static const char help[] =
     "counted) by its median time.\n"
     "Decode GB/s counts the weights in the compute dtype (--precision: 2 bytes for f16/bf16,\n"
     "4 for f32) and the KV cache in f32 unless 16-bit compute with --mixed none. The read\n"
-    "reference sums 512 MiB with the widest vector loads (4 streams a thread); the decode floor\n"
-    "is those bytes per token at that rate.\n";
+    "reference sums 512 MiB with the widest vector loads (4 streams a thread), measured right\n"
+    "after each rep's decode (median of 2 passes; floor_source \"interleaved\"): read_gb_per_s is\n"
+    "the median over reps, read_gb_per_s_spread [min,max], decode_vs_read_bandwidth the median of\n"
+    "each rep's decode GB/s over its own read, and the decode floor those bytes per token at the\n"
+    "median read.\n";
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -306,6 +309,15 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
     /* the FLOPs of the prefill program each session runs (its last-row variant) */
     rlx_program_info pi = {0};
     if (!rc) rc = rlx_session_program(s[0], RLX_PHASE_PREFILL, 0, T, 0, &pi, NULL, d);
+    /* the read reference is measured right after each rep's decode: this host's bandwidth
+     * drifts within minutes, so only a reading taken with the decode makes a floor of it */
+    int cpu_ref = a->reference && !strcmp(rlx_model_backend_name(m), "cpu");
+    bench_reader *rdr = NULL;
+    double *rd_w = calloc((size_t)a->reps, sizeof *rd_w), *rd_s = calloc((size_t)a->reps, sizeof *rd_s);
+    if (!rc && (!rd_w || !rd_s)) rc = rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    if (!rc && cpu_ref && !(rdr = bench_reader_new(rlx_model_threads(m), (size_t)512 << 20)))
+        rc = rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory for the 512 MiB read reference");
+    bench_read rd_last = {0, 0, ""};
     /* one warm-up round compiles both programs */
     for (long long r = -1; r < a->reps && !rc; r++) {
         double t0 = run_now_ms();
@@ -327,8 +339,23 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
             pre[r] = t1 - t0;
             dec[r] = t2 - t1;
         }
+        if (r >= 0 && rdr && !rc) { /* 2 reps: ~4 passes of 512 MiB, tens of ms */
+            bench_reader_run(rdr, 2, &rd_last);
+            rd_w[r] = rd_last.gbps;
+            rd_s[r] = rd_last.scalar_gbps;
+        }
     }
     if (!rc) {
+        int nr = (int)a->reps;
+        /* per-rep decode ms, kept before median() sorts dec */
+        double *dec_ms = calloc((size_t)nr, sizeof *dec_ms), *ratio = calloc((size_t)nr, sizeof *ratio);
+        if (!dec_ms || !ratio) {
+            free(dec_ms);
+            free(ratio);
+            rc = rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        memcpy(dec_ms, dec, (size_t)nr * sizeof *dec_ms);
         double pm = median(pre, (int)a->reps), dm = median(dec, (int)a->reps);
         double p_tps = pm > 0 ? (double)(T * B) * 1e3 / pm : 0;
         double d_tps = dm > 0 ? (double)(N * B) * 1e3 / dm : 0;
@@ -345,13 +372,28 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
         double bytes_tok = ((half ? 2.0 : 4.0) * lp + (double)B * (kv_half ? 2.0 : 4.0) * kv) / (double)B;
         double gbs = d_tps * bytes_tok / 1e9;
         /* ceilings of this machine, measured now (CPU backend only) */
-        struct { double read_gbps, sgemm_gflops; bench_read rd; } ref = {0, 0, {0, 0, ""}};
-        if (a->reference && !strcmp(rlx_model_backend_name(m), "cpu")) {
-            int th = rlx_model_threads(m);
-            bench_ref_read(th, (size_t)512 << 20, 5, &ref.rd);
-            ref.read_gbps = ref.rd.gbps;
-            ref.sgemm_gflops = bench_ref_sgemm_gflops(th, T, cfg->hidden_size, cfg->intermediate_size, 5);
+        struct { double read_gbps, read_min, read_max, ratio, sgemm_gflops; bench_read rd; } ref = {0};
+        if (rdr) {
+            /* each rep's decode against the read taken right after it, then medians */
+            int ok = 1;
+            for (int r = 0; r < nr; r++) {
+                double g = dec_ms[r] > 0 ? (double)(N * B) * 1e3 / dec_ms[r] * bytes_tok / 1e9 : 0;
+                ratio[r] = rd_w[r] > 0 ? g / rd_w[r] : 0;
+                ok = ok && rd_w[r] > 0;
+            }
+            if (ok) {
+                ref.rd = rd_last;
+                ref.ratio = median(ratio, nr);
+                ref.rd.scalar_gbps = median(rd_s, nr);
+                ref.read_gbps = ref.rd.gbps = median(rd_w, nr); /* sorts rd_w: min, max at the ends */
+                ref.read_min = rd_w[0];
+                ref.read_max = rd_w[nr - 1];
+            }
+            ref.sgemm_gflops = bench_ref_sgemm_gflops(rlx_model_threads(m), T, cfg->hidden_size,
+                                                      cfg->intermediate_size, 5);
         }
+        free(dec_ms);
+        free(ratio);
         /* a GPU backend's ceilings, measured by the backend (rlx-bench links no GPU runtime) */
         rlx_ceiling_figures dc = {0, 0, ""};
         const char *gemm_dt = !strcmp(pc, "bf16") ? "bf16" : !strcmp(pc, "f16") ? "f16" : "f32";
@@ -387,14 +429,16 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
             if (ref.read_gbps > 0) {
                 json_t *r = json_object();
                 json_object_set_new(r, "read_gb_per_s", json_real(ref.read_gbps));
+                json_object_set_new(r, "read_gb_per_s_spread", json_pack("[ff]", ref.read_min, ref.read_max));
                 json_object_set_new(r, "read_loop", json_string(ref.rd.loop));
                 json_object_set_new(r, "read_scalar_gb_per_s", json_real(ref.rd.scalar_gbps));
                 json_object_set_new(r, "sgemm_gflops", json_real(ref.sgemm_gflops));
                 json_object_set_new(r, "sgemm_mkn", json_pack("[III]", (json_int_t)T, (json_int_t)cfg->hidden_size,
                                                               (json_int_t)cfg->intermediate_size));
                 json_object_set_new(o, "reference", r);
-                json_object_set_new(o, "decode_vs_read_bandwidth", json_real(gbs / ref.read_gbps));
+                json_object_set_new(o, "decode_vs_read_bandwidth", json_real(ref.ratio));
                 json_object_set_new(o, "decode_floor_tokens_per_s", json_real(ref.read_gbps * 1e9 / bytes_tok));
+                json_object_set_new(o, "floor_source", json_string("interleaved"));
                 json_object_set_new(o, "prefill_vs_sgemm", json_real(gflops / ref.sgemm_gflops));
             }
             if (dc.copy_gb_per_s > 0) {
@@ -440,12 +484,15 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
             printf("backend %s, %d threads, %lld reps\n", rlx_model_backend_name(m), rlx_model_threads(m),
                    a->reps);
             if (ref.read_gbps > 0)
-                printf("reference (same run): read %.1f GB/s (%s loads, 4 streams a thread; 8-byte loads: %.1f) -> "
-                       "decode at %.0f%%; sgemm [%lld,%lld,%lld] %.1f GFLOP/s -> prefill at %.0f%%\n",
-                       ref.read_gbps, ref.rd.loop, ref.rd.scalar_gbps, 100.0 * gbs / ref.read_gbps, (long long)T, (long long)cfg->hidden_size,
+                printf("reference (read after each decode rep): read %.1f GB/s median, %.1f-%.1f over %lld reps (%s "
+                       "loads, 4 streams a thread; 8-byte loads: %.1f) -> decode at %.0f%% (median of the reps' "
+                       "ratios); sgemm [%lld,%lld,%lld] %.1f GFLOP/s -> prefill at %.0f%%\n",
+                       ref.read_gbps, ref.read_min, ref.read_max, a->reps, ref.rd.loop, ref.rd.scalar_gbps,
+                       100.0 * ref.ratio, (long long)T, (long long)cfg->hidden_size,
                        (long long)cfg->intermediate_size, ref.sgemm_gflops, 100.0 * gflops / ref.sgemm_gflops);
             if (ref.read_gbps > 0)
-                printf("decode floor (%.0f MB per token at %.1f GB/s): %.1f tok/s -> decode at %.0f%% of it\n",
+                printf("decode floor (%.0f MB per token at the median read %.1f GB/s): %.1f tok/s -> decode median "
+                       "at %.0f%% of it\n",
                        bytes_tok / 1e6, ref.read_gbps, ref.read_gbps * 1e9 / bytes_tok,
                        100.0 * d_tps / (ref.read_gbps * 1e9 / bytes_tok));
             if (dc.copy_gb_per_s > 0)
@@ -476,6 +523,9 @@ done:
     free(step_ids);
     free(pre);
     free(dec);
+    free(rd_w);
+    free(rd_s);
+    bench_reader_free(rdr);
     rlx_model_close(m);
     return rc < 0 ? -1 : rc ? 1 : 0;
 }
