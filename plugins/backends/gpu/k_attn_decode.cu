@@ -5,12 +5,12 @@
  * from pos, so a captured graph stays valid as the cache grows). A row that one block
  * covers is written by that block; otherwise each block writes a partial (max, sum,
  * acc[d]) per head, and the last block of the row to finish (a counter) merges them.
- * Within a block, 4 warps take groups of KU keys (every load of a group in flight before
+ * Within a block, 8 warps take groups of KU keys (every load of a group in flight before
  * the first use) with an online softmax per warp and head. Each lane owns ND consecutive
  * head dims (head dim <= 32*ND). */
 #include "gpu_dtype.h"
 
-#define AD_WARPS 4
+#define AD_WARPS 8 /* a block's warps: the latency of one warp's chain is what a block costs */
 #define AD_GH 4         /* query heads a block serves */
 #define AD_MIN_KEYS 32  /* keys a block takes before a row is split over more blocks */
 #define AD_MAX_SPLITS 64
@@ -240,17 +240,24 @@ __global__ __launch_bounds__(AD_WARPS * 32) static void k_attn_gqa(gpu_attn a, u
         sl[g][p] = ld_l2(part + 1);
     }
     __syncthreads();
-    if ((int)threadIdx.x < gn) {
-        const int g = (int)threadIdx.x;
+    if (warp < gn) { /* warp g weighs head g's partials: lanes over the splits */
+        const int g = warp;
         float M = -INFINITY, L = 0.0f;
-        for (int p = 0; p < ns; p++)
+        for (int p = lane; p < ns; p += 32)
             M = fmaxf(M, sw[g][p]);
-        for (int p = 0; p < ns; p++) {
+#pragma unroll
+        for (int w = 16; w > 0; w >>= 1)
+            M = fmaxf(M, RLX_SHFL_XOR(M, w, 32));
+        for (int p = lane; p < ns; p += 32) {
             float w = sw[g][p] == -INFINITY ? 0.0f : expf(sw[g][p] - M);
             L += sl[g][p] * w;
             sw[g][p] = w;
         }
-        sinv[g] = L > 0.0f ? 1.0f / L : 0.0f;
+#pragma unroll
+        for (int w = 16; w > 0; w >>= 1)
+            L += RLX_SHFL_XOR(L, w, 32);
+        if (lane == 0)
+            sinv[g] = L > 0.0f ? 1.0f / L : 0.0f;
     }
     if (threadIdx.x == 0)
         *c = 0; /* ready for the next launch (graph replays reuse the counters) */
@@ -277,9 +284,9 @@ template <int ND, int KU> static void launch_decode(gpuStream_t s, const gpu_att
 void gpu_attn_decode(gpuStream_t s, const gpu_attn *a)
 {
     if (a->d <= 64)
-        launch_decode<2, 8>(s, a);
+        launch_decode<2, 4>(s, a);
     else if (a->d <= 128)
-        launch_decode<4, 8>(s, a);
+        launch_decode<4, 4>(s, a);
     else
-        launch_decode<8, 4>(s, a);
+        launch_decode<8, 2>(s, a);
 }
