@@ -1034,6 +1034,9 @@ static void test_half(gpu *g)
     attn_case_t(g, RLX_BF16, 100, 256, 4, 2, 64, 50, 0, 0, 0);
     attn_case_t(g, RLX_BF16, 8, 1000, 8, 2, 64, 600, 300, 0, 0);
     attn_case_t(g, RLX_F16, 4, 2000, 16, 2, 64, 1900, 0, 20.0, 0);
+    attn_case_t(g, RLX_BF16, 2, 900, 4, 4, 128, 800, 0, 0, 1);
+    attn_case_t(g, RLX_F16, 1, 1500, 6, 1, 64, 1400, 0, 0, 0);
+    attn_case_t(g, RLX_BF16, 3, 9000, 8, 2, 64, 8500, 0, 0, 0);
     /* prefill on tensor cores (k_attn_mma.cu): head dims 64/128/256, partial tiles */
     attn_case_t(g, RLX_BF16, 300, 300, 8, 2, 128, 0, 0, 0, 0);
     attn_case_t(g, RLX_F16, 70, 200, 4, 2, 256, 100, 64, 30.0, 1);

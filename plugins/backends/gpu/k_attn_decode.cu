@@ -83,13 +83,104 @@ __device__ __forceinline__ float ld_l2(const float *p)
 #endif
 }
 
+/* After every warp stored its (max, sum, acc) per head in sm_*: merge the warps, then
+ * write the output (a row one block covers) or a partial; the last block of the row and
+ * head group to finish merges every block's partial. */
+template <int DP>
+__device__ static void finish(const gpu_attn &a, unsigned *cnt, int t, int hg, int sp, int h0, int gn, int ns,
+                              const float (*sm_m)[AD_GH], const float (*sm_l)[AD_GH],
+                              const float (*sm_acc)[AD_GH][DP])
+{
+    __shared__ float sw[AD_GH][AD_MAX_SPLITS], sl[AD_GH][AD_MAX_SPLITS], sinv[AD_GH];
+    __shared__ int s_last;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, d = a.d;
+    __syncthreads();
+    /* the warps' results merged: one (max, sum, acc) per head, written out or as a partial */
+    for (int e = threadIdx.x; e < gn * DP; e += AD_WARPS * 32) {
+        const int g = e / DP, dd = e % DP;
+        float M = -INFINITY, L = 0.0f, o = 0.0f;
+#pragma unroll
+        for (int w = 0; w < AD_WARPS; w++)
+            M = fmaxf(M, sm_m[w][g]);
+#pragma unroll
+        for (int w = 0; w < AD_WARPS; w++) {
+            float c = sm_m[w][g] == -INFINITY ? 0.0f : expf(sm_m[w][g] - M);
+            L += sm_l[w][g] * c;
+            o += sm_acc[w][g][dd] * c;
+        }
+        if (ns == 1) {
+            if (dd < d)
+                stt(a.o, ((int64_t)t * a.nh + h0 + g) * d + dd, L > 0.0f ? o / L : 0.0f);
+            continue;
+        }
+        float *part = a.part + (((int64_t)t * a.nh + h0 + g) * a.nsplit + sp) * (DP + 2);
+        if (dd == 0) {
+            part[0] = M;
+            part[1] = L;
+        }
+        part[2 + dd] = o;
+    }
+    if (ns == 1)
+        return;
+    /* the last block of this row and head group to finish merges every block's partial */
+    __threadfence();
+    __syncthreads();
+    unsigned *c = cnt + (int64_t)t * gridDim.x + hg;
+    if (threadIdx.x == 0)
+        s_last = atomicAdd(c, 1u) == (unsigned)ns - 1;
+    __syncthreads();
+    if (!s_last)
+        return;
+    __threadfence();
+    /* every partial's max and sum at once (a thread each: independent loads), then the
+     * weights in shared memory, then each output a sum of independent loads */
+    for (int e = threadIdx.x; e < gn * ns; e += AD_WARPS * 32) {
+        const int g = e / ns, p = e % ns;
+        const float *part = a.part + (((int64_t)t * a.nh + h0 + g) * a.nsplit + p) * (DP + 2);
+        sw[g][p] = ld_l2(part);
+        sl[g][p] = ld_l2(part + 1);
+    }
+    __syncthreads();
+    if (warp < gn) { /* warp g weighs head g's partials: lanes over the splits */
+        const int g = warp;
+        float M = -INFINITY, L = 0.0f;
+        for (int p = lane; p < ns; p += 32)
+            M = fmaxf(M, sw[g][p]);
+#pragma unroll
+        for (int w = 16; w > 0; w >>= 1)
+            M = fmaxf(M, RLX_SHFL_XOR(M, w, 32));
+        for (int p = lane; p < ns; p += 32) {
+            float w = sw[g][p] == -INFINITY ? 0.0f : expf(sw[g][p] - M);
+            L += sl[g][p] * w;
+            sw[g][p] = w;
+        }
+#pragma unroll
+        for (int w = 16; w > 0; w >>= 1)
+            L += RLX_SHFL_XOR(L, w, 32);
+        if (lane == 0)
+            sinv[g] = L > 0.0f ? 1.0f / L : 0.0f;
+    }
+    if (threadIdx.x == 0)
+        *c = 0; /* ready for the next launch (graph replays reuse the counters) */
+    __syncthreads();
+    for (int e = threadIdx.x; e < gn * d; e += AD_WARPS * 32) {
+        const int g = e / d, dd = e % d;
+        const float *part = a.part + ((int64_t)t * a.nh + h0 + g) * a.nsplit * (DP + 2) + 2 + dd;
+        float o = 0.0f;
+        /* unconditional loads, so they issue back to back (a block with no keys wrote a
+         * zero acc and gets weight 0) */
+#pragma unroll 16
+        for (int p = 0; p < ns; p++)
+            o += ld_l2(part + (int64_t)p * (DP + 2)) * sw[g][p];
+        stt(a.o, ((int64_t)t * a.nh + h0 + g) * d + dd, o * sinv[g]);
+    }
+}
+
 template <int ND, int KU>
 __global__ __launch_bounds__(AD_WARPS * 32) static void k_attn_gqa(gpu_attn a, unsigned *cnt)
 {
     constexpr int DP = 32 * ND;
     __shared__ float sm_m[AD_WARPS][AD_GH], sm_l[AD_WARPS][AD_GH], sm_acc[AD_WARPS][AD_GH][DP];
-    __shared__ float sw[AD_GH][AD_MAX_SPLITS], sl[AD_GH][AD_MAX_SPLITS], sinv[AD_GH];
-    __shared__ int s_last;
     RLX_PDL_TRIGGER(); /* the output projection after this may launch and fetch its weights */
     const int G = a.nh / a.nkv, ngk = (G + AD_GH - 1) / AD_GH;
     const int hg = blockIdx.x, sp = blockIdx.y, t = blockIdx.z, kvh = hg / ngk;
@@ -193,86 +284,7 @@ __global__ __launch_bounds__(AD_WARPS * 32) static void k_attn_gqa(gpu_attn a, u
         for (int i = 0; i < ND; i++)
             sm_acc[warp][g][lane * ND + i] = acc[g][i];
     }
-    __syncthreads();
-    /* the warps' results merged: one (max, sum, acc) per head, written out or as a partial */
-    for (int e = threadIdx.x; e < gn * DP; e += AD_WARPS * 32) {
-        const int g = e / DP, dd = e % DP;
-        float M = -INFINITY, L = 0.0f, o = 0.0f;
-#pragma unroll
-        for (int w = 0; w < AD_WARPS; w++)
-            M = fmaxf(M, sm_m[w][g]);
-#pragma unroll
-        for (int w = 0; w < AD_WARPS; w++) {
-            float c = sm_m[w][g] == -INFINITY ? 0.0f : expf(sm_m[w][g] - M);
-            L += sm_l[w][g] * c;
-            o += sm_acc[w][g][dd] * c;
-        }
-        if (ns == 1) {
-            if (dd < d)
-                stt(a.o, ((int64_t)t * a.nh + h0 + g) * d + dd, L > 0.0f ? o / L : 0.0f);
-            continue;
-        }
-        float *part = a.part + (((int64_t)t * a.nh + h0 + g) * a.nsplit + sp) * (DP + 2);
-        if (dd == 0) {
-            part[0] = M;
-            part[1] = L;
-        }
-        part[2 + dd] = o;
-    }
-    if (ns == 1)
-        return;
-    /* the last block of this row and head group to finish merges every block's partial */
-    __threadfence();
-    __syncthreads();
-    unsigned *c = cnt + (int64_t)t * gridDim.x + hg;
-    if (threadIdx.x == 0)
-        s_last = atomicAdd(c, 1u) == (unsigned)ns - 1;
-    __syncthreads();
-    if (!s_last)
-        return;
-    __threadfence();
-    /* every partial's max and sum at once (a thread each: independent loads), then the
-     * weights in shared memory, then each output a sum of independent loads */
-    for (int e = threadIdx.x; e < gn * ns; e += AD_WARPS * 32) {
-        const int g = e / ns, p = e % ns;
-        const float *part = a.part + (((int64_t)t * a.nh + h0 + g) * a.nsplit + p) * (DP + 2);
-        sw[g][p] = ld_l2(part);
-        sl[g][p] = ld_l2(part + 1);
-    }
-    __syncthreads();
-    if (warp < gn) { /* warp g weighs head g's partials: lanes over the splits */
-        const int g = warp;
-        float M = -INFINITY, L = 0.0f;
-        for (int p = lane; p < ns; p += 32)
-            M = fmaxf(M, sw[g][p]);
-#pragma unroll
-        for (int w = 16; w > 0; w >>= 1)
-            M = fmaxf(M, RLX_SHFL_XOR(M, w, 32));
-        for (int p = lane; p < ns; p += 32) {
-            float w = sw[g][p] == -INFINITY ? 0.0f : expf(sw[g][p] - M);
-            L += sl[g][p] * w;
-            sw[g][p] = w;
-        }
-#pragma unroll
-        for (int w = 16; w > 0; w >>= 1)
-            L += RLX_SHFL_XOR(L, w, 32);
-        if (lane == 0)
-            sinv[g] = L > 0.0f ? 1.0f / L : 0.0f;
-    }
-    if (threadIdx.x == 0)
-        *c = 0; /* ready for the next launch (graph replays reuse the counters) */
-    __syncthreads();
-    for (int e = threadIdx.x; e < gn * d; e += AD_WARPS * 32) {
-        const int g = e / d, dd = e % d;
-        const float *part = a.part + ((int64_t)t * a.nh + h0 + g) * a.nsplit * (DP + 2) + 2 + dd;
-        float o = 0.0f;
-        /* unconditional loads, so they issue back to back (a block with no keys wrote a
-         * zero acc and gets weight 0) */
-#pragma unroll 16
-        for (int p = 0; p < ns; p++)
-            o += ld_l2(part + (int64_t)p * (DP + 2)) * sw[g][p];
-        stt(a.o, ((int64_t)t * a.nh + h0 + g) * d + dd, o * sinv[g]);
-    }
+    finish<DP>(a, cnt, t, hg, sp, h0, gn, ns, sm_m, sm_l, sm_acc);
 }
 
 template <int ND, int KU> static void launch_decode(gpuStream_t s, const gpu_attn *a)
