@@ -1356,6 +1356,25 @@ static float *ref_rms(const tens *s, const tens *g, int add_one, int64_t M, int6
     return x;
 }
 
+/* float64 reference of a decode MLP entry's head: x = x1·x2 and the residual r1·r2 as the
+ * program makes them in dt, p = x·Woᵀ, the sum r + p rounded to dt (rs); returns the
+ * rms-normed sum */
+static float *ref_entry_norm(int dt, const tens *x1, const tens *x2, const tens *wo, const tens *r1,
+                             const tens *r2, const tens *g, int64_t K, int64_t H, double *p, double *rs)
+{
+    float *x = calloc((size_t)K, sizeof(float));
+    for (int64_t k = 0; k < K; k++)
+        x[k] = (float)as_dt(dt, (double)x1->f[k] * x2->f[k]);
+    ref_matmul(x, wo->f, NULL, p, 1, H, K, 1);
+    tens sum = mk(RLX_F32, 2, 1, H, 0);
+    for (int64_t h = 0; h < H; h++)
+        sum.f[h] = (float)(rs[h] = as_dt(dt, as_dt(dt, (double)r1->f[h] * r2->f[h]) + as_dt(dt, p[h])));
+    float *xn = ref_rms(&sum, g, 0, 1, H);
+    tfree(&sum);
+    free(x);
+    return xn;
+}
+
 /* The decode MLP's entry as the llama flow emits it: o projection, add_rms_norm of its
  * product and the residual, gate and up + swiglu (glu: one fused GEMV) or one product of the
  * norm, with outputs over inputs that are dead by then, as the arena may place them. x and
@@ -1387,15 +1406,8 @@ static void decode_mlp_entry(gpu *g, int dt, int glu, int over)
                       {"rlx.matmul", {NN, WG}, {glu ? GT : Y}, 2, 1, NULL, 0},
                       {"rlx.matmul", {NN, WU}, {UP}, 2, 1, NULL, 0},
                       {"rlx.swiglu", {GT, UP}, {Y}, 2, 1, NULL, 0}};
-    float *x = calloc((size_t)K, sizeof(float));
     double *p = dalloc(H), *rs = dalloc(H), *ry = dalloc(N), *u = dalloc(N);
-    for (int64_t k = 0; k < K; k++)
-        x[k] = (float)as_dt(dt, (double)t[X1].f[k] * t[X2].f[k]);
-    ref_matmul(x, t[WO].f, NULL, p, 1, H, K, 1);
-    tens sum = mk(RLX_F32, 2, 1, H, 0);
-    for (int64_t h = 0; h < H; h++)
-        sum.f[h] = (float)(rs[h] = as_dt(dt, as_dt(dt, (double)t[R1].f[h] * t[R2].f[h]) + as_dt(dt, p[h])));
-    float *xn = ref_rms(&sum, &t[G], 0, 1, H);
+    float *xn = ref_entry_norm(dt, &t[X1], &t[X2], &t[WO], &t[R1], &t[R2], &t[G], K, H, p, rs);
     ref_matmul(xn, t[WG].f, NULL, ry, 1, N, H, 1);
     ref_matmul(xn, t[WU].f, NULL, u, 1, N, H, 1);
     for (int64_t n = 0; glu && n < N; n++)
@@ -1410,8 +1422,6 @@ static void decode_mlp_entry(gpu *g, int dt, int glu, int over)
         report(g, what, fmax(rel_l2(&t[S], rs), rel_l2(&t[Y], ry)), tol_of(dt));
     for (int k = 0; k < NV; k++)
         tfree(&t[k]);
-    tfree(&sum);
-    free(x);
     free(xn);
     free(p);
     free(rs);
@@ -1458,15 +1468,8 @@ static void decode_norm_spellings(gpu *g, int dt, int over, int nout)
     pnode one[5] = {head[0], head[1], head[2], {"rlx.add_rms_norm", {R, P, G}, {S, NN}, 3, 2, &at, 1}, tail};
     pnode two[6] = {head[0], head[1], head[2], {"rlx.add", {R, P}, {S}, 2, 1, NULL, 0},
                     {"rlx.rms_norm", {S, G}, {NN}, 2, 1, &at, 1}, tail};
-    float *x = calloc((size_t)K, sizeof(float));
     double *p = dalloc(H), *rs = dalloc(H), *rn = dalloc(H), *ry = dalloc(N);
-    for (int64_t k = 0; k < K; k++)
-        x[k] = (float)as_dt(dt, (double)t[X1].f[k] * t[X2].f[k]);
-    ref_matmul(x, t[WO].f, NULL, p, 1, H, K, 1);
-    tens sum = mk(RLX_F32, 2, 1, H, 0);
-    for (int64_t h = 0; h < H; h++)
-        sum.f[h] = (float)(rs[h] = as_dt(dt, as_dt(dt, (double)t[R1].f[h] * t[R2].f[h]) + as_dt(dt, p[h])));
-    float *xn = ref_rms(&sum, &t[G], 0, 1, H);
+    float *xn = ref_entry_norm(dt, &t[X1], &t[X2], &t[WO], &t[R1], &t[R2], &t[G], K, H, p, rs);
     for (int64_t h = 0; h < H; h++)
         rn[h] = xn[h];
     ref_matmul(xn, t[W2].f, NULL, ry, 1, N, H, 1);
@@ -1503,8 +1506,6 @@ static void decode_norm_spellings(gpu *g, int dt, int over, int nout)
         tfree(&t[k]);
     for (int q = 0; q < 3; q++)
         tfree(&first[q]);
-    tfree(&sum);
-    free(x);
     free(xn);
     free(p);
     free(rs);
