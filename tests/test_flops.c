@@ -103,17 +103,25 @@ START_TEST(counts_match_hand_figures)
 }
 END_TEST
 
-/* rlx-bench: the prefill count is the program's, and GFLOP/s is it over the median time */
-START_TEST(bench_counts_the_program)
+/* rlx-bench on the demo model, the CPU, one thread, 6 prompt tokens, with args: its JSON */
+static json_t *bench_json(const char *args)
 {
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' --model '%s' --backend cpu --threads 1 --prefill 6 --decode 2 --reps 1 "
-             "--no-reference --json", tu_tool("tools/rlx-bench"), tu_src("models/tiny-llama-py"));
+    snprintf(cmd, sizeof cmd, "'%s' --model '%s' --backend cpu --threads 1 --prefill 6 %s --json",
+             tu_tool("tools/rlx-bench"), tu_src("models/tiny-llama-py"), args);
     tu_result r = tu_run(cmd, 300);
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
     json_error_t e;
     json_t *o = json_loads(r.out, 0, &e);
     ck_assert_msg(o != NULL, "no JSON: %s", r.out);
+    tu_result_free(&r);
+    return o;
+}
+
+/* rlx-bench: the prefill count is the program's, and GFLOP/s is it over the median time */
+START_TEST(bench_counts_the_program)
+{
+    json_t *o = bench_json("--decode 2 --reps 1 --no-reference");
     ck_assert_str_eq(json_string_value(json_object_get(o, "prefill_flops_source")), "program");
     double flops = json_number_value(json_object_get(o, "prefill_flops"));
     ck_assert_msg(flops == 48381952.0, "prefill_flops %.0f, want the 8-row last-row program's 48381952", flops);
@@ -124,7 +132,6 @@ START_TEST(bench_counts_the_program)
     ck_assert_ptr_null(json_object_get(o, "reference"));
     ck_assert_ptr_null(json_object_get(o, "floor_source"));
     json_decref(o);
-    tu_result_free(&r);
 }
 END_TEST
 
@@ -132,22 +139,16 @@ END_TEST
  * read lies in its spread, and the floor is the decode's bytes per token at that median */
 START_TEST(bench_reads_with_the_decode)
 {
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' --model '%s' --backend cpu --threads 1 --prefill 6 --decode 4 --reps 3 --json",
-             tu_tool("tools/rlx-bench"), tu_src("models/tiny-llama-py"));
-    tu_result r = tu_run(cmd, 300);
-    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
-    json_error_t e;
-    json_t *o = json_loads(r.out, 0, &e);
-    ck_assert_msg(o != NULL, "no JSON: %s", r.out);
+    json_t *o = bench_json("--decode 4 --reps 3");
+    char *js = json_dumps(o, JSON_COMPACT);
     ck_assert_str_eq(json_string_value(json_object_get(o, "floor_source")), "interleaved");
     json_t *ref = json_object_get(o, "reference"), *sp = json_object_get(ref, "read_gb_per_s_spread");
-    ck_assert_msg(json_is_array(sp) && json_array_size(sp) == 2, "no [min,max] spread: %s", r.out);
+    ck_assert_msg(json_is_array(sp) && json_array_size(sp) == 2, "no [min,max] spread: %s", js);
     double lo = json_number_value(json_array_get(sp, 0)), hi = json_number_value(json_array_get(sp, 1));
     double rd = json_number_value(json_object_get(ref, "read_gb_per_s"));
     ck_assert_msg(lo > 0 && lo <= rd && rd <= hi, "read %g GB/s outside its spread [%g, %g]", rd, lo, hi);
-    ck_assert_msg(json_number_value(json_object_get(ref, "read_scalar_gb_per_s")) > 0, "%s", r.out);
-    ck_assert_msg(json_number_value(json_object_get(ref, "sgemm_gflops")) > 0, "%s", r.out);
+    ck_assert_msg(json_number_value(json_object_get(ref, "read_scalar_gb_per_s")) > 0, "%s", js);
+    ck_assert_msg(json_number_value(json_object_get(ref, "sgemm_gflops")) > 0, "%s", js);
     double ratio = json_number_value(json_object_get(o, "decode_vs_read_bandwidth"));
     ck_assert_msg(ratio > 0 && isfinite(ratio), "decode_vs_read_bandwidth %g", ratio);
     /* bytes per token = decode GB/s / decode tokens/s; floor = median read / bytes per token */
@@ -156,8 +157,8 @@ START_TEST(bench_reads_with_the_decode)
     double floor = json_number_value(json_object_get(o, "decode_floor_tokens_per_s"));
     ck_assert_msg(tps > 0 && gbs > 0 && fabs(floor - rd * tps / gbs) <= 1e-9 * floor,
                   "floor %g tok/s, read %g GB/s, decode %g tok/s at %g GB/s", floor, rd, tps, gbs);
+    free(js);
     json_decref(o);
-    tu_result_free(&r);
 }
 END_TEST
 
