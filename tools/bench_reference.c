@@ -46,7 +46,12 @@ __attribute__((target("avx512f"))) static uint64_t sum4_avx512(const uint64_t *a
         s2 = _mm512_add_epi64(s2, _mm512_loadu_si512(p2 + i));
         s3 = _mm512_add_epi64(s3, _mm512_loadu_si512(p3 + i));
     }
-    return (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3)));
+    /* summed as unsigned: _mm512_reduce_add_epi64 adds signed long longs, and these sums wrap */
+    uint64_t v[8], t = 0;
+    _mm512_storeu_si512((__m512i *)v, _mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3)));
+    for (int k = 0; k < 8; k++)
+        t += v[k];
+    return t;
 }
 
 __attribute__((target("avx2"))) static uint64_t sum4_avx2(const uint64_t *a, size_t q)
