@@ -314,7 +314,8 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
     int cpu_ref = a->reference && !strcmp(rlx_model_backend_name(m), "cpu");
     bench_reader *rdr = NULL;
     double *rd_w = calloc((size_t)a->reps, sizeof *rd_w), *rd_s = calloc((size_t)a->reps, sizeof *rd_s);
-    if (!rc && (!rd_w || !rd_s)) rc = rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    double *ratio = calloc((size_t)a->reps, sizeof *ratio); /* each rep's decode GB/s over its read */
+    if (!rc && (!rd_w || !rd_s || !ratio)) rc = rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     if (!rc && cpu_ref && !(rdr = bench_reader_new(rlx_model_threads(m), (size_t)512 << 20)))
         rc = rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory for the 512 MiB read reference");
     bench_read rd_last = {0, 0, ""};
@@ -347,22 +348,8 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
     }
     if (!rc) {
         int nr = (int)a->reps;
-        /* per-rep decode ms, kept before median() sorts dec */
-        double *dec_ms = calloc((size_t)nr, sizeof *dec_ms), *ratio = calloc((size_t)nr, sizeof *ratio);
-        if (!dec_ms || !ratio) {
-            free(dec_ms);
-            free(ratio);
-            rc = rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
-            goto done;
-        }
-        memcpy(dec_ms, dec, (size_t)nr * sizeof *dec_ms);
-        double pm = median(pre, (int)a->reps), dm = median(dec, (int)a->reps);
-        double p_tps = pm > 0 ? (double)(T * B) * 1e3 / pm : 0;
-        double d_tps = dm > 0 ? (double)(N * B) * 1e3 / dm : 0;
         double lp = linear_params(cfg);
         double hd = cfg->head_dim > 0 ? (double)cfg->head_dim : (double)cfg->hidden_size / (double)cfg->num_heads;
-        double flops = (double)B * (double)pi.flops;
-        double gflops = pm > 0 ? flops / (pm * 1e6) : 0;
         /* weights streamed once per decode token (in the compute dtype), plus the K/V cache read */
         double kv = 2.0 * (double)cfg->num_layers * (double)(cfg->num_kv_heads > 0 ? cfg->num_kv_heads : cfg->num_heads) *
                     hd * ((double)T + (double)N / 2.0);
@@ -370,30 +357,32 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
         int half = strcmp(pc, "f32") != 0, kv_half = half && !(a->mf.mixed && !strcmp(a->mf.mixed, "auto"));
         /* a batched step streams the weights once for its B tokens: bytes per token amortised */
         double bytes_tok = ((half ? 2.0 : 4.0) * lp + (double)B * (kv_half ? 2.0 : 4.0) * kv) / (double)B;
+        /* each rep's decode against the read taken right after it, before median() sorts dec */
+        int ok = rdr != NULL;
+        for (int r = 0; r < nr && rdr; r++) {
+            double g = dec[r] > 0 ? (double)(N * B) * 1e3 / dec[r] * bytes_tok / 1e9 : 0;
+            ratio[r] = rd_w[r] > 0 ? g / rd_w[r] : 0;
+            ok = ok && rd_w[r] > 0;
+        }
+        double pm = median(pre, nr), dm = median(dec, nr);
+        double p_tps = pm > 0 ? (double)(T * B) * 1e3 / pm : 0;
+        double d_tps = dm > 0 ? (double)(N * B) * 1e3 / dm : 0;
+        double flops = (double)B * (double)pi.flops;
+        double gflops = pm > 0 ? flops / (pm * 1e6) : 0;
         double gbs = d_tps * bytes_tok / 1e9;
         /* ceilings of this machine, measured now (CPU backend only) */
         struct { double read_gbps, read_min, read_max, ratio, sgemm_gflops; bench_read rd; } ref = {0};
-        if (rdr) {
-            /* each rep's decode against the read taken right after it, then medians */
-            int ok = 1;
-            for (int r = 0; r < nr; r++) {
-                double g = dec_ms[r] > 0 ? (double)(N * B) * 1e3 / dec_ms[r] * bytes_tok / 1e9 : 0;
-                ratio[r] = rd_w[r] > 0 ? g / rd_w[r] : 0;
-                ok = ok && rd_w[r] > 0;
-            }
-            if (ok) {
-                ref.rd = rd_last;
-                ref.ratio = median(ratio, nr);
-                ref.rd.scalar_gbps = median(rd_s, nr);
-                ref.read_gbps = ref.rd.gbps = median(rd_w, nr); /* sorts rd_w: min, max at the ends */
-                ref.read_min = rd_w[0];
-                ref.read_max = rd_w[nr - 1];
-            }
+        if (ok) {
+            ref.rd = rd_last;
+            ref.ratio = median(ratio, nr);
+            ref.rd.scalar_gbps = median(rd_s, nr);
+            ref.read_gbps = ref.rd.gbps = median(rd_w, nr); /* sorts rd_w: min, max at the ends */
+            ref.read_min = rd_w[0];
+            ref.read_max = rd_w[nr - 1];
+        }
+        if (rdr)
             ref.sgemm_gflops = bench_ref_sgemm_gflops(rlx_model_threads(m), T, cfg->hidden_size,
                                                       cfg->intermediate_size, 5);
-        }
-        free(dec_ms);
-        free(ratio);
         /* a GPU backend's ceilings, measured by the backend (rlx-bench links no GPU runtime) */
         rlx_ceiling_figures dc = {0, 0, ""};
         const char *gemm_dt = !strcmp(pc, "bf16") ? "bf16" : !strcmp(pc, "f16") ? "f16" : "f32";
@@ -525,6 +514,7 @@ done:
     free(dec);
     free(rd_w);
     free(rd_s);
+    free(ratio);
     bench_reader_free(rdr);
     rlx_model_close(m);
     return rc < 0 ? -1 : rc ? 1 : 0;
