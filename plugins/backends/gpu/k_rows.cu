@@ -23,57 +23,50 @@ __device__ static float block_reduce(float v, int is_max)
 }
 
 /* The sum a + b is stored in sum_out's dtype and the norm reads it back as stored, as a
- * framework that keeps the residual stream in that dtype does. A row of up to
- * ROW_THREADS * RN_KEEP elements stays in registers: every load is issued before the first
- * store (a loop that stores between loads waits a memory round trip per element, since
- * sum_out and y may sit on a or b), and the outputs are the same bits as a second read. */
+ * framework that keeps the residual stream in that dtype does. A thread takes its elements
+ * RN_KEEP at a time into registers, every load of a tile issued before its first store (a
+ * loop that stores between loads waits a memory round trip per element, since sum_out and
+ * y may sit on a or b); a row of one tile (up to ROW_THREADS * RN_KEEP) is not read again. */
 #define RN_KEEP 16
 __global__ static void k_rms_norm(gpu_ten a, gpu_ten b, gpu_ten w, gpu_ten sum_out, gpu_ten y,
                                   int64_t H, float eps, int add_one)
 {
-    int64_t base = (int64_t)blockIdx.x * H;
-    float ss = 0.0f;
-    if (H <= (int64_t)ROW_THREADS * RN_KEEP) {
-        float v[RN_KEEP], g[RN_KEEP];
+    const int64_t base = (int64_t)blockIdx.x * H, tile = (int64_t)ROW_THREADS * RN_KEEP;
+    float v[RN_KEEP], ss = 0.0f;
+    for (int64_t t0 = 0; t0 < H; t0 += tile) {
 #pragma unroll
         for (int k = 0; k < RN_KEEP; k++) {
-            int64_t i = threadIdx.x + (int64_t)k * ROW_THREADS;
+            int64_t i = t0 + threadIdx.x + (int64_t)k * ROW_THREADS;
             v[k] = i < H ? ldt(a, base + i) : 0.0f;
             if (b.p && i < H)
                 v[k] = round_to(sum_out.dt, v[k] + ldt(b, base + i));
-            g[k] = i < H ? (add_one ? 1.0f + ldt(w, i) : ldt(w, i)) : 0.0f;
         }
 #pragma unroll
         for (int k = 0; k < RN_KEEP; k++) {
-            int64_t i = threadIdx.x + (int64_t)k * ROW_THREADS;
+            int64_t i = t0 + threadIdx.x + (int64_t)k * ROW_THREADS;
             if (i < H) {
                 if (b.p)
                     stt(sum_out, base + i, v[k]);
                 ss += v[k] * v[k];
             }
         }
-        float r = rsqrtf(block_reduce(ss, 0) / (float)H + eps);
+    }
+    float r = rsqrtf(block_reduce(ss, 0) / (float)H + eps);
+    for (int64_t t0 = 0; t0 < H; t0 += tile) {
+        float g[RN_KEEP];
 #pragma unroll
         for (int k = 0; k < RN_KEEP; k++) {
-            int64_t i = threadIdx.x + (int64_t)k * ROW_THREADS;
+            int64_t i = t0 + threadIdx.x + (int64_t)k * ROW_THREADS;
+            if (H > tile && i < H) /* the tile's values as stored */
+                v[k] = b.p ? ldt(sum_out, base + i) : ldt(a, base + i);
+            g[k] = i < H ? (add_one ? 1.0f + ldt(w, i) : ldt(w, i)) : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < RN_KEEP; k++) {
+            int64_t i = t0 + threadIdx.x + (int64_t)k * ROW_THREADS;
             if (i < H)
                 stt(y, base + i, v[k] * r * g[k]);
         }
-        return;
-    }
-    for (int64_t i = threadIdx.x; i < H; i += ROW_THREADS) {
-        float v = ldt(a, base + i);
-        if (b.p) {
-            v = round_to(sum_out.dt, v + ldt(b, base + i));
-            stt(sum_out, base + i, v);
-        }
-        ss += v * v;
-    }
-    float r = rsqrtf(block_reduce(ss, 0) / (float)H + eps);
-    for (int64_t i = threadIdx.x; i < H; i += ROW_THREADS) {
-        float v = b.p ? ldt(sum_out, base + i) : ldt(a, base + i);
-        float g = add_one ? 1.0f + ldt(w, i) : ldt(w, i);
-        stt(y, base + i, v * r * g);
     }
 }
 
