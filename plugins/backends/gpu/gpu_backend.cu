@@ -166,6 +166,11 @@ typedef struct gpu_step {
     int priv;      /* in a FUSE_ATTN_IN group: out[0] lives in the group's private scratch */
     int nrm;       /* of a head: the rms_norm step whose output only the group's GEMVs read
                     * (they norm x themselves; the output is never stored), else -1 */
+    /* of a head with nrm: the add step whose sum that norm reads, when the add belongs to a
+     * GEMV + add group; if that group is refused at execute the head takes the add in
+     * (add_now: its GEMVs add, store the sum and norm it), else -1. taker: of that add
+     * step, the head, else -1 */
+    int pre_add, add_now, taker;
     gpu_tp_link tp; /* collectives: the rank, its group and communicator */
 } gpu_step;
 
@@ -219,6 +224,7 @@ typedef struct gpu_be {
     int own_gemm;
     int graphs;
     int fuse; /* fuse_steps on (RLX_GPU_FUSE=0: off, to compare) */
+    int late_add; /* a GEMV group may take the add its norm reads (RLX_GPU_LATE_ADD=0: off) */
     int sms; /* multiprocessors: sizes the decode attention split */
     int *err_dev;  /* {code, value, node} */
     int *err_host; /* pinned copy */
@@ -822,6 +828,8 @@ static int gpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
     {
         const char *fz = getenv("RLX_GPU_FUSE");
         be->fuse = !(fz && strcmp(fz, "0") == 0);
+        const char *la = getenv("RLX_GPU_LATE_ADD");
+        be->late_add = !(la && strcmp(la, "0") == 0);
         const char *g = getenv("RLX_GPU_GEMM");
         be->own_gemm = g && strcmp(g, "own") == 0;
         const char *pf = getenv("RLX_GPU_PROFILE");
@@ -1213,7 +1221,7 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
     }
     if (!be->fuse)
         for (uint32_t i = 0; i < x->n_steps; i++)
-            x->steps[i].head = -1;
+            x->steps[i].head = x->steps[i].pre_add = x->steps[i].taker = -1;
     if (be->prof)
         fprintf(stderr, "%s profile: %s program of %u steps; %d add+norm, %d gemv+swiglu, %d gemv groups, "
                 "%d rope+cache groups, %d qkv+rope+cache groups, %d gemv+add fused; %d norms into gemvs\n",
@@ -1475,10 +1483,8 @@ static int fuse_steps(gpu_exe *x, const rlx_program *prog)
             if (r >= 0 && (uint32_t)r < prog->n_values)
                 uses[r]++;
         }
-    for (int i = 0; i < n; i++) {
-        x->steps[i].head = -1;
-        x->steps[i].nrm = -1;
-    }
+    for (int i = 0; i < n; i++)
+        x->steps[i].head = x->steps[i].nrm = x->steps[i].pre_add = x->steps[i].taker = -1;
     for (int i = 0; i < n; i++) {
         int nrm = -1; /* a norm step before the group that the group absorbs */
         if (norm_group_end(x, prog, uses, i)) {
@@ -1568,6 +1574,14 @@ static int fuse_steps(gpu_exe *x, const rlx_program *prog)
             nrm = -1;
         }
         a->nrm = nrm;
+        if (nrm > 0 && (a->fuse == FUSE_GLU || a->fuse == FUSE_GEMVS)) {
+            gpu_step *ad = &x->steps[nrm - 1];
+            if (ad->op == OP_ADD && ad->head >= 0 && x->steps[ad->head].fuse == FUSE_GEMV_ADD &&
+                ad->out[0] == x->steps[nrm].in[0] && ad->n == ad->nb) {
+                a->pre_add = nrm - 1;
+                ad->taker = i;
+            }
+        }
         a->g0 = nrm >= 0 ? nrm : i;
         a->g1 = i + np + 1;
         if (a->fuse)
@@ -1648,12 +1662,13 @@ static int same_bytes(const gpu_exe *x, const gpu_step *h, void *const *vp, int 
     return ad && w == ad->out[0] && r == ad->in[ad->in[0] == h->out[0] ? 1 : 0];
 }
 
-/* May head h run its group in one launch now? Nothing the launch writes may overlap a
- * value it reads from outside the group, and cache writes must be in place. */
-static int fuse_safe(const gpu_exe *x, const gpu_step *h, void *const *vp)
+/* May head h run steps [g0, h->g1) in one launch now (g0: its group's, or its pre_add)?
+ * Nothing the launch writes may overlap a value it reads from outside those steps, and
+ * cache writes must be in place. */
+static int fuse_safe_from(const gpu_exe *x, const gpu_step *h, void *const *vp, int g0)
 {
-    int g0 = h->g0, g1 = h->g1;
-    int wr[2 * (GPU_FUSE_PARTS + 1)], rd[5 * (GPU_FUSE_PARTS + 1)], nw = 0, nr = 0;
+    int g1 = h->g1;
+    int wr[2 * (GPU_FUSE_PARTS + 2)], rd[5 * (GPU_FUSE_PARTS + 2)], nw = 0, nr = 0;
     for (int j = g0; j < g1; j++) {
         const gpu_step *st = &x->steps[j];
         if (st->op == OP_CACHE_WRITE) {
@@ -1675,6 +1690,11 @@ static int fuse_safe(const gpu_exe *x, const gpu_step *h, void *const *vp)
             if (overlap(vp, x->vbytes, wr[a], rd[b]) && !same_bytes(x, h, vp, wr[a], rd[b]))
                 return 0;
     return 1;
+}
+
+static int fuse_safe(const gpu_exe *x, const gpu_step *h, void *const *vp)
+{
+    return fuse_safe_from(x, h, vp, h->g0);
 }
 
 /* the ropes and cache writes of group [h->g0, h->g1) in one launch (other steps skipped) */
@@ -1753,9 +1773,16 @@ static void run_fused(gpu_be *be, gpu_exe *x, const gpu_step *h, void *const *vp
     const gpu_ten none = {NULL, GDT_F32};
     const gpu_step *nm = h->nrm >= 0 ? &x->steps[h->nrm] : NULL;
     void *const *vx = h->fuse == FUSE_ATTN_IN ? x->vp2 : vp;
-    gpu_gemv_norm gn = {nm ? tin(nm, vx, 1) : none, nm ? nm->f0 : 0.0f, nm ? nm->i0 : 0};
+    gpu_gemv_norm gn = {nm ? tin(nm, vx, 1) : none, nm ? nm->f0 : 0.0f, nm ? nm->i0 : 0, none, none};
     const gpu_gemv_norm *pn = nm ? &gn : NULL;
     const int hi = (int)(h - x->steps);
+    gpu_ten xn = nm ? tin(nm, vp, 0) : none; /* the x a norm of the group reads */
+    if (h->add_now) { /* the add before that norm, its sum stored by the GEMV launch */
+        const gpu_step *ad = &x->steps[h->pre_add];
+        xn = tin(ad, vp, 0);
+        gn.res = tin(ad, vp, 1);
+        gn.sum = tout(ad, vp, 0);
+    }
     switch (h->fuse) {
     case FUSE_ADD_NORM: {
         const gpu_step *rn = &x->steps[h->part[0]];
@@ -1766,7 +1793,7 @@ static void run_fused(gpu_be *be, gpu_exe *x, const gpu_step *h, void *const *vp
     case FUSE_GLU: /* gate, up, swiglu: three steps from the head */
     case FUSE_GEMVS: /* the head and the GEMVs after it (the norm, if any, before it) */
         norm_gemvs(s, x, hi, hi + (h->fuse == FUSE_GLU ? 3 : 1 + h->n_part - (nm ? 1 : 0)),
-                   nm ? tin(nm, vp, 0) : tin(h, vp, 0), pn, vp);
+                   nm ? xn : tin(h, vp, 0), pn, vp);
         break;
     case FUSE_GEMV_ADD: {
         const gpu_step *ad = &x->steps[h->part[0]];
@@ -1965,9 +1992,14 @@ static int enqueue_all(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
     }
     for (uint32_t i = 0; i < x->n_steps; i++) /* before the loop: a head may be a group's last */
         x->steps[i].fused_now = x->steps[i].fuse && fuse_safe(x, &x->steps[i], vp);
+    for (uint32_t i = 0; i < x->n_steps; i++) { /* an add its GEMV could not take, taken after */
+        gpu_step *h = &x->steps[i];
+        h->add_now = be->late_add && h->pre_add >= 0 && h->fused_now && h->rows == 1 && !x->steps[x->steps[h->pre_add].head].fused_now &&
+                     fuse_safe_from(x, h, vp, h->pre_add);
+    }
     for (uint32_t i = 0; i < x->n_steps; i++) {
         gpu_step *st = &x->steps[i];
-        if (st->head >= 0 && x->steps[st->head].fused_now)
+        if ((st->head >= 0 && x->steps[st->head].fused_now) || (st->taker >= 0 && x->steps[st->taker].add_now))
             continue;
         if (count)
             (void)gpuEventRecord(pf->e0, be->stream);

@@ -166,6 +166,9 @@ typedef struct gpu_gemv_norm {
     gpu_ten g;
     float eps;
     int add_one;
+    /* res.p set (M = 1 only): x is x + res first, rounded to sum's dtype and stored in sum
+     * (an add the norm reads: its sum must overlap nothing the launch reads) */
+    gpu_ten res, sum;
 } gpu_gemv_norm;
 void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *seg, int nseg,
                     int64_t M, int64_t K, const gpu_gemv_norm *nrm);

@@ -182,6 +182,7 @@ __global__ __launch_bounds__(AD_WARPS * 32) static void k_attn_gqa(gpu_attn a, u
     constexpr int DP = 32 * ND;
     __shared__ float sm_m[AD_WARPS][AD_GH], sm_l[AD_WARPS][AD_GH], sm_acc[AD_WARPS][AD_GH][DP];
     RLX_PDL_TRIGGER(); /* the output projection after this may launch and fetch its weights */
+    RLX_PDL_WAIT(); /* q, k, v and pos come from the kernels before */
     const int G = a.nh / a.nkv, ngk = (G + AD_GH - 1) / AD_GH;
     const int hg = blockIdx.x, sp = blockIdx.y, t = blockIdx.z, kvh = hg / ngk;
     const int h0 = kvh * G + (hg % ngk) * AD_GH, gn = min(AD_GH, G - (hg % ngk) * AD_GH);
@@ -290,7 +291,7 @@ __global__ __launch_bounds__(AD_WARPS * 32) static void k_attn_gqa(gpu_attn a, u
 template <int ND, int KU> static void launch_decode(gpuStream_t s, const gpu_attn *a)
 {
     dim3 g((unsigned)groups_of(a->nh, a->nkv), (unsigned)a->nsplit, (unsigned)a->T);
-    RLX_LAUNCH((k_attn_gqa<ND, KU>), g, AD_WARPS * 32, 0, s)(*a, a->cnt);
+    rlx_launch_pdl(rlx_pdl_on(0), k_attn_gqa<ND, KU>, g, dim3(AD_WARPS * 32), s, *a, a->cnt);
 }
 
 void gpu_attn_decode(gpuStream_t s, const gpu_attn *a)

@@ -82,7 +82,7 @@ typedef struct gv_segs {
     int pdt[GPU_GEMV_SEGS];
     int64_t end[GPU_GEMV_SEGS];
     int n;
-    gpu_ten g;
+    gpu_ten g, xres, xsum; /* xres.p: x + xres, rounded to xsum.dt, is the x (stored there too) */
     float eps;
     int add_one;
 } gv_segs;
@@ -132,6 +132,9 @@ __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_seg
         }
     }
     RLX_PDL_WAIT(); /* x, bias and residual may come from the kernel before */
+    if (MB == 1 && sg.xres.p) /* the add's sum as the add kernel stores it, an element a thread */
+        for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < K; i += (int64_t)gridDim.x * blockDim.x)
+            stt(sg.xsum, i, ldt(x, i) + ldt(sg.xres, i));
     if (!live) {
     } else if (VEC) {
         for (int64_t k0 = (int64_t)(part * 32 + lane) * 8; k0 < K; k0 += 256 * KS * GV_U) {
@@ -156,6 +159,13 @@ __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_seg
                         if (m < M) {
                             float xf[8];
                             x8_load(x, (int64_t)m * K + k, xf);
+                            if (MB == 1 && sg.xres.p) { /* one row only: MB 16 would not unroll */
+                                float rf[8];
+                                x8_load(sg.xres, (int64_t)m * K + k, rf);
+#pragma unroll
+                                for (int e = 0; e < 8; e++)
+                                    xf[e] = round_to(sg.xsum.dt, xf[e] + rf[e]);
+                            }
                             if (nrm) { /* x * g, its rms applied in the epilogue */
                                 float gf[8];
                                 x8_load(sg.g, k, gf);
@@ -185,6 +195,8 @@ __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_seg
             for (int m = 0; m < MB; m++) {
                 if (m < M) {
                     float xv = ldt(x, (int64_t)m * K + k);
+                    if (MB == 1 && sg.xres.p)
+                        xv = round_to(sg.xsum.dt, xv + ldt(sg.xres, (int64_t)m * K + k));
                     ss[m] += xv * xv;
                     xv *= gk;
                     acc[m] += wf * xv;
@@ -245,34 +257,14 @@ __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_seg
         }
 }
 
-#if !defined(RLX_GPU_HIP)
-/* programmatic launches on (RLX_GPU_PDL=0: off, to compare) */
-static int gv_pdl(void)
-{
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("RLX_GPU_PDL");
-        on = !(e && strcmp(e, "0") == 0);
-    }
-    return on;
-}
-#endif
-
 template <int WD, int MB, bool GLU, int KS>
 static void launch_ks(gpuStream_t s, bool vec, gpu_ten x, const gv_segs &sg, const void *wu,
                       int64_t M, int64_t K)
 {
     const int cols = GV_WARPS / KS;
     unsigned grid = (unsigned)((sg.end[sg.n - 1] + cols - 1) / cols);
-#if defined(RLX_GPU_HIP)
-    if (vec)
-        RLX_LAUNCH((k_gemv<WD, MB, GLU, true, KS>), grid, GV_WARPS * 32, 0, s)(x, sg, wu, (int)M, K);
-    else
-        RLX_LAUNCH((k_gemv<WD, MB, GLU, false, KS>), grid, GV_WARPS * 32, 0, s)(x, sg, wu, (int)M, K);
-#else
-    rlx_launch_pdl(gv_pdl(), vec ? k_gemv<WD, MB, GLU, true, KS> : k_gemv<WD, MB, GLU, false, KS>, dim3(grid),
+    rlx_launch_pdl(rlx_pdl_on(1), vec ? k_gemv<WD, MB, GLU, true, KS> : k_gemv<WD, MB, GLU, false, KS>, dim3(grid),
                    dim3(GV_WARPS * 32), s, x, sg, wu, (int)M, K);
-#endif
 }
 
 /* K split over KS warps when the columns alone leave SMs short of loads in flight */
@@ -335,7 +327,9 @@ void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *se
         sg.g = nrm->g;
         sg.eps = nrm->eps;
         sg.add_one = nrm->add_one;
-        al |= (uintptr_t)nrm->g.p;
+        sg.xres = nrm->res;
+        sg.xsum = nrm->sum;
+        al |= (uintptr_t)nrm->g.p | (uintptr_t)nrm->res.p;
     }
     if (end <= 0)
         return;

@@ -161,6 +161,8 @@ void gpu_cache_write(gpuStream_t s, void *cache, const void *x, const int32_t *p
  * cpos[0].. of the cache; a copy job (no inv_freq) only writes x into the cache. */
 __global__ static void k_rope_cache(gpu_rc_jobs jb, int *err)
 {
+    RLX_PDL_TRIGGER(); /* decode attention may launch now and fetch the next weights */
+    RLX_PDL_WAIT();    /* x comes from the kernel before */
     const gpu_rc_job &j = jb.j[blockIdx.y];
     const int64_t d = j.d, half = j.rot / 2, n = j.T * j.nh * d;
     int64_t p = j.cache.p ? j.cpos[0] : 0;
@@ -211,7 +213,7 @@ void gpu_rope_cache(gpuStream_t s, const gpu_rc_job *jobs, int n, int *err)
             most = jobs[i].T * jobs[i].nh * jobs[i].d;
     }
     dim3 g(pw_blocks(most), (unsigned)(n < GPU_RC_JOBS ? n : GPU_RC_JOBS));
-    RLX_LAUNCH(k_rope_cache, g, PW_THREADS, 0, s)(jb, err);
+    rlx_launch_pdl(rlx_pdl_on(0), k_rope_cache, g, dim3(PW_THREADS), s, jb, err);
 }
 
 template <typename E> __global__ static void k_transpose(const E *x, E *y, int64_t n, gpu_perm p)

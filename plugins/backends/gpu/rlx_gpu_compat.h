@@ -116,11 +116,28 @@ typedef cudaEvent_t gpuEvent_t;
 #define RLX_PDL_TRIGGER() ((void)0)
 #define RLX_PREFETCH_L2(p) ((void)(p))
 #endif
-#if !defined(RLX_GPU_HIP) && defined(__cplusplus)
-/* k<<<grid, block, 0, s>>>(args...), marked programmatic when pdl is set */
+#if defined(__cplusplus)
+#include <stdlib.h>
+#include <string.h>
+/* programmatic launches on for a GEMV (gemv = 1) or another kernel (RLX_GPU_PDL=0: none,
+ * =gemv: GEMVs only, to compare) */
+static inline int rlx_pdl_on(int gemv)
+{
+    static int mode = -1; /* 0 none, 1 GEMVs, 2 all */
+    if (mode < 0) {
+        const char *e = getenv("RLX_GPU_PDL");
+        mode = e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "gemv") == 0 ? 1 : 2;
+    }
+    return mode >= (gemv ? 1 : 2);
+}
+/* k<<<grid, block, 0, s>>>(args...), marked programmatic when pdl is set (CUDA) */
 template <typename... P, typename... A>
 static inline void rlx_launch_pdl(int pdl, void (*k)(P...), dim3 grid, dim3 block, gpuStream_t s, A... args)
 {
+#if defined(RLX_GPU_HIP)
+    (void)pdl;
+    k<<<grid, block, 0, s>>>(args...);
+#else
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
@@ -131,6 +148,7 @@ static inline void rlx_launch_pdl(int pdl, void (*k)(P...), dim3 grid, dim3 bloc
     c.attrs = at;
     c.numAttrs = pdl ? 1 : 0;
     (void)cudaLaunchKernelEx(&c, k, args...);
+#endif
 }
 #endif
 
