@@ -291,7 +291,7 @@ __global__ __launch_bounds__(AD_WARPS * 32) static void k_attn_gqa(gpu_attn a, u
 template <int ND, int KU> static void launch_decode(gpuStream_t s, const gpu_attn *a)
 {
     dim3 g((unsigned)groups_of(a->nh, a->nkv), (unsigned)a->nsplit, (unsigned)a->T);
-    rlx_launch_pdl(rlx_pdl_on(0), k_attn_gqa<ND, KU>, g, dim3(AD_WARPS * 32), s, *a, a->cnt);
+    rlx_launch_pdl(rlx_pdl_on(0), k_attn_gqa<ND, KU>, g, dim3(AD_WARPS * 32), 0, s, *a, a->cnt);
 }
 
 void gpu_attn_decode(gpuStream_t s, const gpu_attn *a)

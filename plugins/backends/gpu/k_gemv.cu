@@ -12,6 +12,7 @@
 
 #define GV_WARPS 4
 #define GV_U 4
+#define GV_XSM_MAX (32 << 10) /* bytes of the normed row a block keeps (K <= 8192) */
 
 /* 8 consecutive weights: one 16-byte load in 16 bits, two in f32 */
 template <int WD> struct w8 {
@@ -85,6 +86,9 @@ typedef struct gv_segs {
     gpu_ten g, xres, xsum; /* xres.p: x + xres, rounded to xsum.dt, is the x (stored there too) */
     float eps;
     int add_one;
+    int xsm; /* one row, VEC, a norm: the block builds the normed row in K floats of dynamic
+              * shared memory once, its warps read it there (else each warp loads x, the
+              * norm weight and the residual beside every weight it streams) */
 } gv_segs;
 
 /* VEC: K % 8 == 0 and every row 16-byte aligned; else one element per lane per step.
@@ -99,7 +103,8 @@ __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_seg
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, part = warp % KS;
     int64_t n = (int64_t)blockIdx.x * (GV_WARPS / KS) + warp / KS;
     const bool live = n < sg.end[sg.n - 1];
-    if (KS == 1 && !live)
+    const bool pre = MB == 1 && VEC && sg.xsm; /* every warp meets the prologue's barrier */
+    if (KS == 1 && !live && !pre)
         return;
     int si = 0;
 #pragma unroll
@@ -135,6 +140,40 @@ __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_seg
     if (MB == 1 && sg.xres.p) /* the add's sum as the add kernel stores it, an element a thread */
         for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < K; i += (int64_t)gridDim.x * blockDim.x)
             stt(sg.xsum, i, ldt(x, i) + ldt(sg.xres, i));
+    extern __shared__ float4 xsm4[];
+    float ssb = 0.0f; /* pre: the row's sum of squares (the normed row: xsm4) */
+    if (pre) {
+        __shared__ float wss[GV_WARPS];
+        for (int64_t k = (int64_t)threadIdx.x * 8; k < K; k += (int64_t)blockDim.x * 8) {
+            float xf[8], gf[8];
+            x8_load(x, k, xf);
+            if (sg.xres.p) {
+                float rf[8];
+                x8_load(sg.xres, k, rf);
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    xf[e] = round_to(sg.xsum.dt, xf[e] + rf[e]);
+            }
+            x8_load(sg.g, k, gf);
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                ssb += xf[e] * xf[e];
+                xf[e] *= sg.add_one ? 1.0f + gf[e] : gf[e];
+            }
+            xsm4[k / 4] = make_float4(xf[0], xf[1], xf[2], xf[3]);
+            xsm4[k / 4 + 1] = make_float4(xf[4], xf[5], xf[6], xf[7]);
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            ssb += RLX_SHFL_XOR(ssb, o, 32);
+        if (lane == 0)
+            wss[warp] = ssb;
+        __syncthreads();
+        ssb = 0.0f;
+#pragma unroll
+        for (int w = 0; w < GV_WARPS; w++)
+            ssb += wss[w];
+    }
     if (!live) {
     } else if (VEC) {
         for (int64_t k0 = (int64_t)(part * 32 + lane) * 8; k0 < K; k0 += 256 * KS * GV_U) {
@@ -158,15 +197,21 @@ __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_seg
                     for (int m = 0; m < MB; m++) {
                         if (m < M) {
                             float xf[8];
-                            x8_load(x, (int64_t)m * K + k, xf);
-                            if (MB == 1 && sg.xres.p) { /* one row only: MB 16 would not unroll */
+                            if (pre) {
+                                const float4 a = xsm4[k / 4], b = xsm4[k / 4 + 1];
+                                xf[0] = a.x, xf[1] = a.y, xf[2] = a.z, xf[3] = a.w;
+                                xf[4] = b.x, xf[5] = b.y, xf[6] = b.z, xf[7] = b.w;
+                            } else {
+                                x8_load(x, (int64_t)m * K + k, xf);
+                            }
+                            if (!pre && MB == 1 && sg.xres.p) { /* one row only: MB 16 would not unroll */
                                 float rf[8];
                                 x8_load(sg.xres, (int64_t)m * K + k, rf);
 #pragma unroll
                                 for (int e = 0; e < 8; e++)
                                     xf[e] = round_to(sg.xsum.dt, xf[e] + rf[e]);
                             }
-                            if (nrm) { /* x * g, its rms applied in the epilogue */
+                            if (nrm && !pre) { /* x * g, its rms applied in the epilogue */
                                 float gf[8];
                                 x8_load(sg.g, k, gf);
 #pragma unroll
@@ -239,13 +284,15 @@ __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_seg
                     accu[GLU ? m : 0] += red[KS > 1 ? warp + p : 0][KS > 1 ? MB + m : 0];
             }
     }
+    if (!live) /* a warp past the columns that stayed for the prologue's barrier */
+        return;
     const gpu_ten bias = sg.bias[si], y = sg.y[si], res = sg.res[si];
     if (lane == 0)
 #pragma unroll
         for (int m = 0; m < MB; m++) {
             if (m >= M)
                 continue;
-            const float r = nrm ? rsqrtf(ss[m] / (float)K + sg.eps) : 1.0f;
+            const float r = nrm ? rsqrtf((pre ? ssb : ss[m]) / (float)K + sg.eps) : 1.0f;
             float v = acc[m] * r;
             if (GLU)
                 v = gv_silu(v) * (accu[GLU ? m : 0] * r);
@@ -264,7 +311,7 @@ static void launch_ks(gpuStream_t s, bool vec, gpu_ten x, const gv_segs &sg, con
     const int cols = GV_WARPS / KS;
     unsigned grid = (unsigned)((sg.end[sg.n - 1] + cols - 1) / cols);
     rlx_launch_pdl(rlx_pdl_on(1), vec ? k_gemv<WD, MB, GLU, true, KS> : k_gemv<WD, MB, GLU, false, KS>, dim3(grid),
-                   dim3(GV_WARPS * 32), s, x, sg, wu, (int)M, K);
+                   dim3(GV_WARPS * 32), sg.xsm ? (size_t)K * 4 : 0, s, x, sg, wu, (int)M, K);
 }
 
 /* K split over KS warps when the columns alone leave SMs short of loads in flight */
@@ -306,6 +353,17 @@ static void launch_glu(gpuStream_t s, bool vec, int wdt, gpu_ten x, const gv_seg
         launch_w<GDT_F32, GLU>(s, vec, x, sg, wu, M, K);
 }
 
+/* the normed row in shared memory (RLX_GPU_GEMV_SMEM=0: off, to compare) */
+static int gv_xsm_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("RLX_GPU_GEMV_SMEM");
+        on = !(e && strcmp(e, "0") == 0);
+    }
+    return on;
+}
+
 void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *seg, int nseg,
                     int64_t M, int64_t K, const gpu_gemv_norm *nrm)
 {
@@ -334,6 +392,7 @@ void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *se
     if (end <= 0)
         return;
     bool vec = K % 8 == 0 && al % 16 == 0;
+    sg.xsm = nrm && vec && M == 1 && K * 4 <= GV_XSM_MAX && gv_xsm_on();
     if (wu.p)
         launch_glu<true>(s, vec, seg[0].w.dt, x, sg, wu.p, M, K);
     else

@@ -213,7 +213,7 @@ void gpu_rope_cache(gpuStream_t s, const gpu_rc_job *jobs, int n, int *err)
             most = jobs[i].T * jobs[i].nh * jobs[i].d;
     }
     dim3 g(pw_blocks(most), (unsigned)(n < GPU_RC_JOBS ? n : GPU_RC_JOBS));
-    rlx_launch_pdl(rlx_pdl_on(0), k_rope_cache, g, dim3(PW_THREADS), s, jb, err);
+    rlx_launch_pdl(rlx_pdl_on(0), k_rope_cache, g, dim3(PW_THREADS), 0, s, jb, err);
 }
 
 template <typename E> __global__ static void k_transpose(const E *x, E *y, int64_t n, gpu_perm p)

@@ -130,13 +130,14 @@ static inline int rlx_pdl_on(int gemv)
     }
     return mode >= (gemv ? 1 : 2);
 }
-/* k<<<grid, block, 0, s>>>(args...), marked programmatic when pdl is set (CUDA) */
+/* k<<<grid, block, smem, s>>>(args...), marked programmatic when pdl is set (CUDA) */
 template <typename... P, typename... A>
-static inline void rlx_launch_pdl(int pdl, void (*k)(P...), dim3 grid, dim3 block, gpuStream_t s, A... args)
+static inline void rlx_launch_pdl(int pdl, void (*k)(P...), dim3 grid, dim3 block, size_t smem, gpuStream_t s,
+                                  A... args)
 {
 #if defined(RLX_GPU_HIP)
     (void)pdl;
-    k<<<grid, block, 0, s>>>(args...);
+    k<<<grid, block, smem, s>>>(args...);
 #else
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -144,6 +145,7 @@ static inline void rlx_launch_pdl(int pdl, void (*k)(P...), dim3 grid, dim3 bloc
     cudaLaunchConfig_t c = {};
     c.gridDim = grid;
     c.blockDim = block;
+    c.dynamicSmemBytes = smem;
     c.stream = s;
     c.attrs = at;
     c.numAttrs = pdl ? 1 : 0;
