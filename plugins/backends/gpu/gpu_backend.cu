@@ -1574,7 +1574,7 @@ static int fuse_steps(gpu_exe *x, const rlx_program *prog)
             nrm = -1;
         }
         a->nrm = nrm;
-        if (nrm > 0 && (a->fuse == FUSE_GLU || a->fuse == FUSE_GEMVS)) {
+        if (nrm > 0 && (a->fuse == FUSE_GLU || a->fuse == FUSE_GEMVS) && a->rows == 1) { /* one row: k_gemv */
             gpu_step *ad = &x->steps[nrm - 1];
             if (ad->op == OP_ADD && ad->head >= 0 && x->steps[ad->head].fuse == FUSE_GEMV_ADD &&
                 ad->out[0] == x->steps[nrm].in[0] && ad->n == ad->nb) {
@@ -1994,8 +1994,8 @@ static int enqueue_all(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
         x->steps[i].fused_now = x->steps[i].fuse && fuse_safe(x, &x->steps[i], vp);
     for (uint32_t i = 0; i < x->n_steps; i++) { /* an add its GEMV could not take, taken after */
         gpu_step *h = &x->steps[i];
-        h->add_now = be->late_add && h->pre_add >= 0 && h->fused_now && h->rows == 1 && !x->steps[x->steps[h->pre_add].head].fused_now &&
-                     fuse_safe_from(x, h, vp, h->pre_add);
+        h->add_now = be->late_add && h->pre_add >= 0 && h->fused_now &&
+                     !x->steps[x->steps[h->pre_add].head].fused_now && fuse_safe_from(x, h, vp, h->pre_add);
     }
     for (uint32_t i = 0; i < x->n_steps; i++) {
         gpu_step *st = &x->steps[i];

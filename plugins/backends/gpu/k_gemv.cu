@@ -73,6 +73,19 @@ __device__ __forceinline__ void x8_load(const gpu_ten &x, int64_t i, float *f)
     }
 }
 
+/* x8_load of x, plus res rounded to dt as an add stores it when res.p is set */
+__device__ __forceinline__ void x8_load_add(const gpu_ten &x, const gpu_ten &res, int dt, int64_t i, float *f)
+{
+    x8_load(x, i, f);
+    if (res.p) {
+        float r[8];
+        x8_load(res, i, r);
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            f[e] = round_to(dt, f[e] + r[e]);
+    }
+}
+
 __device__ __forceinline__ float gv_silu(float x) { return x / (1.0f + expf(-x)); }
 
 /* up to GPU_GEMV_SEGS weights over one x: the columns of segment i are [end[i-1], end[i]);
@@ -146,14 +159,7 @@ __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_seg
         __shared__ float wss[GV_WARPS];
         for (int64_t k = (int64_t)threadIdx.x * 8; k < K; k += (int64_t)blockDim.x * 8) {
             float xf[8], gf[8];
-            x8_load(x, k, xf);
-            if (sg.xres.p) {
-                float rf[8];
-                x8_load(sg.xres, k, rf);
-#pragma unroll
-                for (int e = 0; e < 8; e++)
-                    xf[e] = round_to(sg.xsum.dt, xf[e] + rf[e]);
-            }
+            x8_load_add(x, sg.xres, sg.xsum.dt, k, xf);
             x8_load(sg.g, k, gf);
 #pragma unroll
             for (int e = 0; e < 8; e++) {
@@ -201,15 +207,10 @@ __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_seg
                                 const float4 a = xsm4[k / 4], b = xsm4[k / 4 + 1];
                                 xf[0] = a.x, xf[1] = a.y, xf[2] = a.z, xf[3] = a.w;
                                 xf[4] = b.x, xf[5] = b.y, xf[6] = b.z, xf[7] = b.w;
+                            } else if (MB == 1) { /* the residual one row only: MB 16 would not unroll */
+                                x8_load_add(x, sg.xres, sg.xsum.dt, k, xf);
                             } else {
                                 x8_load(x, (int64_t)m * K + k, xf);
-                            }
-                            if (!pre && MB == 1 && sg.xres.p) { /* one row only: MB 16 would not unroll */
-                                float rf[8];
-                                x8_load(sg.xres, (int64_t)m * K + k, rf);
-#pragma unroll
-                                for (int e = 0; e < 8; e++)
-                                    xf[e] = round_to(sg.xsum.dt, xf[e] + rf[e]);
                             }
                             if (nrm && !pre) { /* x * g, its rms applied in the epilogue */
                                 float gf[8];

@@ -161,7 +161,7 @@ void gpu_cache_write(gpuStream_t s, void *cache, const void *x, const int32_t *p
  * cpos[0].. of the cache; a copy job (no inv_freq) only writes x into the cache. */
 __global__ static void k_rope_cache(gpu_rc_jobs jb, int *err)
 {
-    RLX_PDL_TRIGGER(); /* decode attention may launch now and fetch the next weights */
+    RLX_PDL_TRIGGER(); /* decode attention may launch now */
     RLX_PDL_WAIT();    /* x comes from the kernel before */
     const gpu_rc_job &j = jb.j[blockIdx.y];
     const int64_t d = j.d, half = j.rot / 2, n = j.T * j.nh * d;
