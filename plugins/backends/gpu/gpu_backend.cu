@@ -204,6 +204,7 @@ typedef struct gpu_exe {
     gpuGraphExec_t graph;
     int has_graph;
     int decode; /* every matmul has <= GPU_GEMV_MAX_M rows (the profile's phase) */
+    int norm_rows; /* most rows whose GEMVs absorb an rms_norm (be->norm_rows) */
     size_t *vbytes; /* each value's size, for the fusion overlap checks */
     int *root;      /* each value's storage value (aliases resolved) */
     /* FUSE_ATTN_IN groups: values moved to private scratch (fscratch + ovr_off), and the
@@ -225,6 +226,10 @@ typedef struct gpu_be {
     int graphs;
     int fuse; /* fuse_steps on (RLX_GPU_FUSE=0: off, to compare) */
     int late_add; /* a GEMV group may take the add its norm reads (RLX_GPU_LATE_ADD=0: off) */
+    /* most rows whose GEMVs absorb an rms_norm (RLX_GPU_NORM_ROWS, default 1): above one
+     * row the multi-row GEMV would reload the norm weight per row beside every weight
+     * vector (L1-bound); a separate norm kernel is cheaper there */
+    int norm_rows;
     int sms; /* multiprocessors: sizes the decode attention split */
     int *err_dev;  /* {code, value, node} */
     int *err_host; /* pinned copy */
@@ -830,6 +835,8 @@ static int gpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
         be->fuse = !(fz && strcmp(fz, "0") == 0);
         const char *la = getenv("RLX_GPU_LATE_ADD");
         be->late_add = !(la && strcmp(la, "0") == 0);
+        const char *nr = getenv("RLX_GPU_NORM_ROWS");
+        be->norm_rows = nr && *nr ? atoi(nr) : 1;
         const char *g = getenv("RLX_GPU_GEMM");
         be->own_gemm = g && strcmp(g, "own") == 0;
         const char *pf = getenv("RLX_GPU_PROFILE");
@@ -1203,6 +1210,7 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
             x->root[v] = value_root(prog, (int)v);
         }
     }
+    x->norm_rows = be->norm_rows;
     if (!x->vbytes || !x->root || (be->fuse && fuse_steps(x, prog) != 0) ||
         (x->n_ovr && !(x->vp2 = (void **)calloc(prog->n_values + 1, sizeof(void *))))) {
         set_diag(d, RLX_ERR_NOMEM, "out of memory");
@@ -1419,7 +1427,7 @@ static int norm_feeds(const gpu_exe *x, const rlx_program *prog, const int *uses
     const gpu_step *nm = &x->steps[i];
     int h = nm->out[0], cnt = 0;
     if (nm->op != OP_RMS_NORM || x->root[h] != h || prog->values[h].kind == RLX_VALUE_OUTPUT ||
-        g1 - i - 1 > GPU_FUSE_PARTS)
+        g1 - i - 1 > GPU_FUSE_PARTS || nm->rows > x->norm_rows)
         return 0;
     for (int j = g0; j < g1; j++) {
         const gpu_step *st = &x->steps[j];

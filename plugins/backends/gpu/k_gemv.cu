@@ -102,11 +102,28 @@ typedef struct gv_segs {
     int xsm; /* one row, VEC, a norm: the block builds the normed row in K floats of dynamic
               * shared memory once, its warps read it there (else each warp loads x, the
               * norm weight and the residual beside every weight it streams) */
+    int early; /* VEC: a warp's first U weight vectors loaded before waiting on the kernel
+                * before (constant data), so that round trip overlaps its tail and the prologue */
 } gv_segs;
 
+/* a lane's U weight vectors (and GLU's up vectors) from k0 on */
+template <int WD, int U, bool GLU, int KS>
+__device__ __forceinline__ void gv_round(w8<WD> *wv, w8<WD> *uv, const void *w, const void *wu, int64_t row,
+                                         int64_t k0, int64_t K)
+{
+#pragma unroll
+    for (int u = 0; u < U; u++)
+        if (k0 + u * 256 * KS < K) {
+            w8_load<WD>(wv[u], w, row + k0 + u * 256 * KS);
+            if (GLU)
+                w8_load<WD>(uv[GLU ? u : 0], wu, row + k0 + u * 256 * KS);
+        }
+}
+
 /* VEC: K % 8 == 0 and every row 16-byte aligned; else one element per lane per step.
- * KS warps share a column: warp part p takes the 256-element chunks p, p + KS, ... */
-template <int WD, int MB, bool GLU, bool VEC, int KS>
+ * KS warps share a column: warp part p takes the 256-element chunks p, p + KS, ...;
+ * U of them in flight per lane */
+template <int WD, int MB, bool GLU, bool VEC, int KS, int U>
 __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_segs sg,
                                                               const void *__restrict__ wu, int M,
                                                               int64_t K)
@@ -137,13 +154,18 @@ __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_seg
             accu[GLU ? m : 0] = 0.0f;
     }
     const int64_t row = n * K;
+    const int64_t kst = (int64_t)(part * 32 + lane) * 8, step = (int64_t)256 * KS * U;
+    w8<WD> wv[U], uv[GLU ? U : 1];
+    const bool early = VEC && live && sg.early;
     RLX_PDL_TRIGGER(); /* the next GEMV may launch now and prefetch its weights */
+    if (early)
+        gv_round<WD, U, GLU, KS>(wv, uv, w, wu, row, kst, K);
     /* the weights do not depend on the kernel before: fetch a warp's share into L2 while
      * that kernel finishes; not over 8 KB a warp (every resident warp of a large K would
      * prefetch more than L2 holds) */
     if (live && VEC && K * (WD == GDT_F32 ? 4 : 2) <= 8192 * KS) {
         constexpr int lpl = 128 / (8 * (WD == GDT_F32 ? 4 : 2)); /* lanes per 128-byte line */
-        for (int64_t k0 = (int64_t)(part * 32 + lane) * 8; lane % lpl == 0 && k0 < K; k0 += 256 * KS) {
+        for (int64_t k0 = kst + (early ? step : 0); lane % lpl == 0 && k0 < K; k0 += 256 * KS) {
             RLX_PREFETCH_L2((const char *)w + (row + k0) * (WD == GDT_F32 ? 4 : 2));
             if (GLU)
                 RLX_PREFETCH_L2((const char *)wu + (row + k0) * (WD == GDT_F32 ? 4 : 2));
@@ -182,17 +204,11 @@ __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_seg
     }
     if (!live) {
     } else if (VEC) {
-        for (int64_t k0 = (int64_t)(part * 32 + lane) * 8; k0 < K; k0 += 256 * KS * GV_U) {
-            w8<WD> wv[GV_U], uv[GLU ? GV_U : 1];
+        for (int64_t k0 = kst; k0 < K; k0 += step) {
+            if (!early || k0 != kst)
+                gv_round<WD, U, GLU, KS>(wv, uv, w, wu, row, k0, K);
 #pragma unroll
-            for (int u = 0; u < GV_U; u++)
-                if (k0 + u * 256 * KS < K) {
-                    w8_load<WD>(wv[u], w, row + k0 + u * 256 * KS);
-                    if (GLU)
-                        w8_load<WD>(uv[GLU ? u : 0], wu, row + k0 + u * 256 * KS);
-                }
-#pragma unroll
-            for (int u = 0; u < GV_U; u++) {
+            for (int u = 0; u < U; u++) {
                 int64_t k = k0 + u * 256 * KS;
                 if (k < K) {
                     float wf[8], uf[8];
@@ -305,14 +321,38 @@ __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_seg
         }
 }
 
+/* RLX_GPU_GEMV_U=8: 8 weight vectors in flight per lane for one 16-bit row (default 4) */
+static int gv_u8(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("RLX_GPU_GEMV_U");
+        on = e && strcmp(e, "8") == 0;
+    }
+    return on;
+}
+
+template <int WD, int MB, bool GLU, int KS, int U>
+static void launch_u(gpuStream_t s, bool vec, gpu_ten x, const gv_segs &sg, const void *wu, int64_t M,
+                     int64_t K)
+{
+    const int cols = GV_WARPS / KS;
+    unsigned grid = (unsigned)((sg.end[sg.n - 1] + cols - 1) / cols);
+    rlx_launch_pdl(rlx_pdl_on(1), vec ? k_gemv<WD, MB, GLU, true, KS, U> : k_gemv<WD, MB, GLU, false, KS, U>,
+                   dim3(grid), dim3(GV_WARPS * 32), sg.xsm ? (size_t)K * 4 : 0, s, x, sg, wu, (int)M, K);
+}
+
 template <int WD, int MB, bool GLU, int KS>
 static void launch_ks(gpuStream_t s, bool vec, gpu_ten x, const gv_segs &sg, const void *wu,
                       int64_t M, int64_t K)
 {
-    const int cols = GV_WARPS / KS;
-    unsigned grid = (unsigned)((sg.end[sg.n - 1] + cols - 1) / cols);
-    rlx_launch_pdl(rlx_pdl_on(1), vec ? k_gemv<WD, MB, GLU, true, KS> : k_gemv<WD, MB, GLU, false, KS>, dim3(grid),
-                   dim3(GV_WARPS * 32), sg.xsm ? (size_t)K * 4 : 0, s, x, sg, wu, (int)M, K);
+    if constexpr (MB == 1 && WD != GDT_F32) {
+        if (vec && gv_u8()) {
+            launch_u<WD, MB, GLU, KS, 8>(s, vec, x, sg, wu, M, K);
+            return;
+        }
+    }
+    launch_u<WD, MB, GLU, KS, GV_U>(s, vec, x, sg, wu, M, K);
 }
 
 /* K split over KS warps when the columns alone leave SMs short of loads in flight */
@@ -365,6 +405,17 @@ static int gv_xsm_on(void)
     return on;
 }
 
+/* the first weights loaded before the wait (RLX_GPU_GEMV_EARLY=1: on) */
+static int gv_early_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("RLX_GPU_GEMV_EARLY");
+        on = e && strcmp(e, "1") == 0;
+    }
+    return on;
+}
+
 void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *seg, int nseg,
                     int64_t M, int64_t K, const gpu_gemv_norm *nrm)
 {
@@ -394,6 +445,7 @@ void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *se
         return;
     bool vec = K % 8 == 0 && al % 16 == 0;
     sg.xsm = nrm && vec && M == 1 && K * 4 <= GV_XSM_MAX && gv_xsm_on();
+    sg.early = vec && gv_early_on();
     if (wu.p)
         launch_glu<true>(s, vec, seg[0].w.dt, x, sg, wu.p, M, K);
     else
