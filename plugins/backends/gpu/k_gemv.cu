@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GV_WARPS 4
+#define GV_WARPS 4      /* a block's warps (more rows than one: always) */
+#define GV_WARPS_MAX 16 /* one row: up to this many (RLX_GPU_GEMV_WARPS), so fewer blocks
+                         * each build the normed row */
 #define GV_U 4
 #define GV_XSM_MAX (32 << 10) /* bytes of the normed row a block keeps (K <= 8192) */
 
@@ -124,14 +126,15 @@ __device__ __forceinline__ void gv_round(w8<WD> *wv, w8<WD> *uv, const void *w, 
  * KS warps share a column: warp part p takes the 256-element chunks p, p + KS, ...;
  * U of them in flight per lane */
 template <int WD, int MB, bool GLU, bool VEC, int KS, int U>
-__global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_segs sg,
+__global__ __launch_bounds__((MB == 1 ? GV_WARPS_MAX : GV_WARPS) * 32) static void k_gemv(gpu_ten x, gv_segs sg,
                                                               const void *__restrict__ wu, int M,
                                                               int64_t K)
 {
     constexpr int NA = 3 * MB; /* acc, accu, the squares of x (norm) */
-    __shared__ float red[KS > 1 ? GV_WARPS : 1][KS > 1 ? NA : 1];
+    __shared__ float red[KS > 1 ? (MB == 1 ? GV_WARPS_MAX : GV_WARPS) : 1][KS > 1 ? NA : 1];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, part = warp % KS;
-    int64_t n = (int64_t)blockIdx.x * (GV_WARPS / KS) + warp / KS;
+    const int nw = (int)(blockDim.x >> 5);
+    int64_t n = (int64_t)blockIdx.x * (nw / KS) + warp / KS;
     const bool live = n < sg.end[sg.n - 1];
     const bool pre = MB == 1 && VEC && sg.xsm; /* every warp meets the prologue's barrier */
     if (KS == 1 && !live && !pre)
@@ -178,7 +181,7 @@ __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_seg
     extern __shared__ float4 xsm4[];
     float ssb = 0.0f; /* pre: the row's sum of squares (the normed row: xsm4) */
     if (pre) {
-        __shared__ float wss[GV_WARPS];
+        __shared__ float wss[GV_WARPS_MAX];
         for (int64_t k = (int64_t)threadIdx.x * 8; k < K; k += (int64_t)blockDim.x * 8) {
             float xf[8], gf[8];
             x8_load_add(x, sg.xres, sg.xsum.dt, k, xf);
@@ -199,8 +202,8 @@ __global__ __launch_bounds__(GV_WARPS * 32) static void k_gemv(gpu_ten x, gv_seg
         __syncthreads();
         ssb = 0.0f;
 #pragma unroll
-        for (int w = 0; w < GV_WARPS; w++)
-            ssb += wss[w];
+        for (int w = 0; w < GV_WARPS_MAX; w++)
+            ssb += w < nw ? wss[w] : 0.0f;
     }
     if (!live) {
     } else if (VEC) {
@@ -332,14 +335,26 @@ static int gv_u8(void)
     return on;
 }
 
+/* a one-row block's warps: RLX_GPU_GEMV_WARPS=4|8|16 (default 4) */
+static int gv_warps(void)
+{
+    static int w = -1;
+    if (w < 0) {
+        const char *e = getenv("RLX_GPU_GEMV_WARPS");
+        int v = e ? atoi(e) : 0;
+        w = v == 8 || v == 16 ? v : GV_WARPS;
+    }
+    return w;
+}
+
 template <int WD, int MB, bool GLU, int KS, int U>
 static void launch_u(gpuStream_t s, bool vec, gpu_ten x, const gv_segs &sg, const void *wu, int64_t M,
                      int64_t K)
 {
-    const int cols = GV_WARPS / KS;
+    const int w = MB == 1 ? gv_warps() : GV_WARPS, cols = w / KS;
     unsigned grid = (unsigned)((sg.end[sg.n - 1] + cols - 1) / cols);
     rlx_launch_pdl(rlx_pdl_on(1), vec ? k_gemv<WD, MB, GLU, true, KS, U> : k_gemv<WD, MB, GLU, false, KS, U>,
-                   dim3(grid), dim3(GV_WARPS * 32), sg.xsm ? (size_t)K * 4 : 0, s, x, sg, wu, (int)M, K);
+                   dim3(grid), dim3(w * 32), sg.xsm ? (size_t)K * 4 : 0, s, x, sg, wu, (int)M, K);
 }
 
 template <int WD, int MB, bool GLU, int KS>
