@@ -2,7 +2,7 @@
  * One warp per output column n streams W's row n (16-byte loads, GV_U of them in flight
  * per lane), dots it with the M rows of x (read through L1: every warp of a block reads
  * the same x), reduces across the warp and writes M outputs with the bias or the SwiGLU
- * epilogue applied. 4 warps a block. Few columns over a long row (o and down
+ * epilogue applied. 8 warps a block for one row (4 for more). Few columns over a long row (o and down
  * projections: N <= 4096) split the row over KS = 2 or 4 warps of one block, summed through
  * shared memory: 2-4x the warps, so enough loads in flight to stream at full bandwidth. */
 #include "gpu_dtype.h"
@@ -11,8 +11,8 @@
 #include <string.h>
 
 #define GV_WARPS 4      /* a block's warps (more rows than one: always) */
-#define GV_WARPS_MAX 16 /* one row: up to this many (RLX_GPU_GEMV_WARPS), so fewer blocks
-                         * each build the normed row */
+#define GV_WARPS_MAX 16 /* one row: up to this many (RLX_GPU_GEMV_WARPS, default 8), so fewer
+                         * blocks each build the normed row */
 #define GV_U 4
 #define GV_XSM_MAX (32 << 10) /* bytes of the normed row a block keeps (K <= 8192) */
 
@@ -335,14 +335,15 @@ static int gv_u8(void)
     return on;
 }
 
-/* a one-row block's warps: RLX_GPU_GEMV_WARPS=4|8|16 (default 4) */
+/* a one-row block's warps: RLX_GPU_GEMV_WARPS=4|8|16 (default 8: half the blocks build the
+ * normed row; 16 leaves too few blocks to spread) */
 static int gv_warps(void)
 {
     static int w = -1;
     if (w < 0) {
         const char *e = getenv("RLX_GPU_GEMV_WARPS");
         int v = e ? atoi(e) : 0;
-        w = v == 8 || v == 16 ? v : GV_WARPS;
+        w = v == 4 || v == 16 ? v : 8;
     }
     return w;
 }
@@ -420,13 +421,13 @@ static int gv_xsm_on(void)
     return on;
 }
 
-/* the first weights loaded before the wait (RLX_GPU_GEMV_EARLY=1: on) */
+/* the first weights loaded before the wait (RLX_GPU_GEMV_EARLY=0: off, to compare) */
 static int gv_early_on(void)
 {
     static int on = -1;
     if (on < 0) {
         const char *e = getenv("RLX_GPU_GEMV_EARLY");
-        on = e && strcmp(e, "1") == 0;
+        on = !(e && strcmp(e, "0") == 0);
     }
     return on;
 }
