@@ -2,8 +2,8 @@
  * One warp per output column n streams W's row n (16-byte loads, GV_U of them in flight
  * per lane), dots it with the M rows of x (read through L1: every warp of a block reads
  * the same x), reduces across the warp and writes M outputs with the bias or the SwiGLU
- * epilogue applied. 8 warps a block for one row (4 for more). Few columns over a long row (o and down
- * projections: N <= 4096) split the row over KS = 2 or 4 warps of one block, summed through
+ * epilogue applied. 8 warps a block for one row (4 for more). Few columns over a long
+ * row (o and down projections: N <= 4096) split the row over KS = 2 or 4 warps of one block, summed through
  * shared memory: 2-4x the warps, so enough loads in flight to stream at full bandwidth. */
 #include "gpu_dtype.h"
 
@@ -104,17 +104,17 @@ typedef struct gv_segs {
     int xsm; /* one row, VEC, a norm: the block builds the normed row in K floats of dynamic
               * shared memory once, its warps read it there (else each warp loads x, the
               * norm weight and the residual beside every weight it streams) */
-    int early; /* VEC: a warp's first U weight vectors loaded before waiting on the kernel
+    int early; /* VEC: a warp's first GV_U weight vectors loaded before waiting on the kernel
                 * before (constant data), so that round trip overlaps its tail and the prologue */
 } gv_segs;
 
-/* a lane's U weight vectors (and GLU's up vectors) from k0 on */
-template <int WD, int U, bool GLU, int KS>
+/* a lane's GV_U weight vectors (and GLU's up vectors) from k0 on */
+template <int WD, bool GLU, int KS>
 __device__ __forceinline__ void gv_round(w8<WD> *wv, w8<WD> *uv, const void *w, const void *wu, int64_t row,
                                          int64_t k0, int64_t K)
 {
 #pragma unroll
-    for (int u = 0; u < U; u++)
+    for (int u = 0; u < GV_U; u++)
         if (k0 + u * 256 * KS < K) {
             w8_load<WD>(wv[u], w, row + k0 + u * 256 * KS);
             if (GLU)
@@ -123,9 +123,8 @@ __device__ __forceinline__ void gv_round(w8<WD> *wv, w8<WD> *uv, const void *w, 
 }
 
 /* VEC: K % 8 == 0 and every row 16-byte aligned; else one element per lane per step.
- * KS warps share a column: warp part p takes the 256-element chunks p, p + KS, ...;
- * U of them in flight per lane */
-template <int WD, int MB, bool GLU, bool VEC, int KS, int U>
+ * KS warps share a column: warp part p takes the 256-element chunks p, p + KS, ... */
+template <int WD, int MB, bool GLU, bool VEC, int KS>
 __global__ __launch_bounds__((MB == 1 ? GV_WARPS_MAX : GV_WARPS) * 32) static void k_gemv(gpu_ten x, gv_segs sg,
                                                               const void *__restrict__ wu, int M,
                                                               int64_t K)
@@ -157,12 +156,12 @@ __global__ __launch_bounds__((MB == 1 ? GV_WARPS_MAX : GV_WARPS) * 32) static vo
             accu[GLU ? m : 0] = 0.0f;
     }
     const int64_t row = n * K;
-    const int64_t kst = (int64_t)(part * 32 + lane) * 8, step = (int64_t)256 * KS * U;
-    w8<WD> wv[U], uv[GLU ? U : 1];
+    const int64_t kst = (int64_t)(part * 32 + lane) * 8, step = (int64_t)256 * KS * GV_U;
+    w8<WD> wv[GV_U], uv[GLU ? GV_U : 1];
     const bool early = VEC && live && sg.early;
     RLX_PDL_TRIGGER(); /* the next GEMV may launch now and prefetch its weights */
     if (early)
-        gv_round<WD, U, GLU, KS>(wv, uv, w, wu, row, kst, K);
+        gv_round<WD, GLU, KS>(wv, uv, w, wu, row, kst, K);
     /* the weights do not depend on the kernel before: fetch a warp's share into L2 while
      * that kernel finishes; not over 8 KB a warp (every resident warp of a large K would
      * prefetch more than L2 holds) */
@@ -209,9 +208,9 @@ __global__ __launch_bounds__((MB == 1 ? GV_WARPS_MAX : GV_WARPS) * 32) static vo
     } else if (VEC) {
         for (int64_t k0 = kst; k0 < K; k0 += step) {
             if (!early || k0 != kst)
-                gv_round<WD, U, GLU, KS>(wv, uv, w, wu, row, k0, K);
+                gv_round<WD, GLU, KS>(wv, uv, w, wu, row, k0, K);
 #pragma unroll
-            for (int u = 0; u < U; u++) {
+            for (int u = 0; u < GV_U; u++) {
                 int64_t k = k0 + u * 256 * KS;
                 if (k < K) {
                     float wf[8], uf[8];
@@ -324,51 +323,43 @@ __global__ __launch_bounds__((MB == 1 ? GV_WARPS_MAX : GV_WARPS) * 32) static vo
         }
 }
 
-/* RLX_GPU_GEMV_U=8: 8 weight vectors in flight per lane for one 16-bit row (default 4) */
-static int gv_u8(void)
+/* the switches, read once (each to compare with the path it replaced) */
+typedef struct gv_opts {
+    int warps; /* a one-row block's: RLX_GPU_GEMV_WARPS=4|8|16 (default 8: half the blocks
+                * build the normed row; 16 leaves too few blocks to spread) */
+    int xsm;   /* the normed row in shared memory (RLX_GPU_GEMV_SMEM=0: off) */
+    int early; /* the first weights loaded before the wait (RLX_GPU_GEMV_EARLY=0: off) */
+} gv_opts;
+
+static int env_off(const char *name)
 {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("RLX_GPU_GEMV_U");
-        on = e && strcmp(e, "8") == 0;
-    }
-    return on;
+    const char *e = getenv(name);
+    return e && strcmp(e, "0") == 0;
 }
 
-/* a one-row block's warps: RLX_GPU_GEMV_WARPS=4|8|16 (default 8: half the blocks build the
- * normed row; 16 leaves too few blocks to spread) */
-static int gv_warps(void)
+static const gv_opts *gv_opt(void)
 {
-    static int w = -1;
-    if (w < 0) {
+    static gv_opts o;
+    static int done;
+    if (!done) {
         const char *e = getenv("RLX_GPU_GEMV_WARPS");
         int v = e ? atoi(e) : 0;
-        w = v == 4 || v == 16 ? v : 8;
+        o.warps = v == 4 || v == 16 ? v : 8;
+        o.xsm = !env_off("RLX_GPU_GEMV_SMEM");
+        o.early = !env_off("RLX_GPU_GEMV_EARLY");
+        done = 1;
     }
-    return w;
-}
-
-template <int WD, int MB, bool GLU, int KS, int U>
-static void launch_u(gpuStream_t s, bool vec, gpu_ten x, const gv_segs &sg, const void *wu, int64_t M,
-                     int64_t K)
-{
-    const int w = MB == 1 ? gv_warps() : GV_WARPS, cols = w / KS;
-    unsigned grid = (unsigned)((sg.end[sg.n - 1] + cols - 1) / cols);
-    rlx_launch_pdl(rlx_pdl_on(1), vec ? k_gemv<WD, MB, GLU, true, KS, U> : k_gemv<WD, MB, GLU, false, KS, U>,
-                   dim3(grid), dim3(w * 32), sg.xsm ? (size_t)K * 4 : 0, s, x, sg, wu, (int)M, K);
+    return &o;
 }
 
 template <int WD, int MB, bool GLU, int KS>
 static void launch_ks(gpuStream_t s, bool vec, gpu_ten x, const gv_segs &sg, const void *wu,
                       int64_t M, int64_t K)
 {
-    if constexpr (MB == 1 && WD != GDT_F32) {
-        if (vec && gv_u8()) {
-            launch_u<WD, MB, GLU, KS, 8>(s, vec, x, sg, wu, M, K);
-            return;
-        }
-    }
-    launch_u<WD, MB, GLU, KS, GV_U>(s, vec, x, sg, wu, M, K);
+    const int w = MB == 1 ? gv_opt()->warps : GV_WARPS, cols = w / KS;
+    unsigned grid = (unsigned)((sg.end[sg.n - 1] + cols - 1) / cols);
+    rlx_launch_pdl(rlx_pdl_on(1), vec ? k_gemv<WD, MB, GLU, true, KS> : k_gemv<WD, MB, GLU, false, KS>,
+                   dim3(grid), dim3(w * 32), sg.xsm ? (size_t)K * 4 : 0, s, x, sg, wu, (int)M, K);
 }
 
 /* K split over KS warps when the columns alone leave SMs short of loads in flight */
@@ -410,28 +401,6 @@ static void launch_glu(gpuStream_t s, bool vec, int wdt, gpu_ten x, const gv_seg
         launch_w<GDT_F32, GLU>(s, vec, x, sg, wu, M, K);
 }
 
-/* the normed row in shared memory (RLX_GPU_GEMV_SMEM=0: off, to compare) */
-static int gv_xsm_on(void)
-{
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("RLX_GPU_GEMV_SMEM");
-        on = !(e && strcmp(e, "0") == 0);
-    }
-    return on;
-}
-
-/* the first weights loaded before the wait (RLX_GPU_GEMV_EARLY=0: off, to compare) */
-static int gv_early_on(void)
-{
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("RLX_GPU_GEMV_EARLY");
-        on = !(e && strcmp(e, "0") == 0);
-    }
-    return on;
-}
-
 void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *seg, int nseg,
                     int64_t M, int64_t K, const gpu_gemv_norm *nrm)
 {
@@ -460,8 +429,8 @@ void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *se
     if (end <= 0)
         return;
     bool vec = K % 8 == 0 && al % 16 == 0;
-    sg.xsm = nrm && vec && M == 1 && K * 4 <= GV_XSM_MAX && gv_xsm_on();
-    sg.early = vec && gv_early_on();
+    sg.xsm = nrm && vec && M == 1 && K * 4 <= GV_XSM_MAX && gv_opt()->xsm;
+    sg.early = vec && gv_opt()->early;
     if (wu.p)
         launch_glu<true>(s, vec, seg[0].w.dt, x, sg, wu.p, M, K);
     else
