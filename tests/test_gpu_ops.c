@@ -1238,7 +1238,7 @@ static int run_prog(gpu *g, tens *t, const int *kind, const int *share, int nv, 
                     int nn, rlx_diag *d)
 {
     rlx_value_desc vals[24];
-    rlx_node_desc nd[8];
+    rlx_node_desc nd[10];
     void *ptrs[24];
     int rc;
     memset(vals, 0, sizeof vals);
@@ -1774,23 +1774,25 @@ static void fused_rope_cache(gpu *g, int dt, int32_t at)
 /* The decode schedule's order: q, rope q, k, rope k, v, cache writes (the last two fuse).
  * clobber: k's product is stored where q's was (dead after rope q, as the arena plans it):
  * a backend that ran k's product before q's rope would overwrite q. norm: x is the
- * rms_norm of an input (the layer's input norm, which the GEMVs then compute). */
-static void fused_decode_attn_inputs(gpu *g, int dt, int clobber, int norm)
+ * rms_norm of an input (the layer's input norm, which the GEMVs then compute). attn: the
+ * attention of the new row over the caches follows (a backend may rope q and store the new
+ * row in the attention's launch); its output is checked too. */
+static void fused_decode_attn_inputs(gpu *g, int dt, int clobber, int norm, int attn)
 {
     const int64_t K = 64, nh = 4, nkv = 2, d = 16, S = 8;
     const int32_t at = 3;
-    enum { X, WQ, WK, WV, POS, INV, KC, VC, QM, QR, KM, KR, VM, KO, VO, XS, XG, NV };
+    enum { X, WQ, WK, WV, POS, INV, KC, VC, QM, QR, KM, KR, VM, KO, VO, XS, XG, AO, NV };
     tens t[NV] = {rand_t(dt, 2, 1, K, 0, 1), rand_t(dt, 2, nh * d, K, 0, 0.5),
                   rand_t(dt, 2, nkv * d, K, 0, 0.5), rand_t(dt, 2, nkv * d, K, 0, 0.5),
                   mk(RLX_I32, 1, 1, 0, 0), mk(RLX_F32, 1, d / 2, 0, 0), rand_t(dt, 3, S, nkv, d, 1),
                   rand_t(dt, 3, S, nkv, d, 1), mk(dt, 3, 1, nh, d), mk(dt, 3, 1, nh, d),
                   mk(dt, 3, 1, nkv, d), mk(dt, 3, 1, nkv, d), mk(dt, 3, 1, nkv, d),
                   mk(dt, 3, S, nkv, d), mk(dt, 3, S, nkv, d), rand_t(dt, 2, 1, K, 0, 3),
-                  rand_t(dt, 1, K, 0, 0, 1)};
+                  rand_t(dt, 1, K, 0, 0, 1), mk(dt, 3, 1, nh, d)};
     int kind[NV], share[NV];
     for (int k = 0; k < NV; k++) {
-        kind[k] = k < QM || k >= XS ? RLX_VALUE_INPUT
-                  : k == QR || k == KO || k == VO ? RLX_VALUE_OUTPUT : RLX_VALUE_TEMP;
+        kind[k] = k < QM || (k >= XS && k < AO) ? RLX_VALUE_INPUT
+                  : k == QR || k == KO || k == VO || k == AO ? RLX_VALUE_OUTPUT : RLX_VALUE_TEMP;
         share[k] = k == KO ? KC : k == VO ? VC : k == KM && clobber ? QM : -1;
     }
     rlx_attr eps = RLX_ATTR_F("eps", 1e-5);
@@ -1805,14 +1807,17 @@ static void fused_decode_attn_inputs(gpu *g, int dt, int clobber, int norm)
     t[POS].i[0] = at;
     for (int64_t i = 0; i < d / 2; i++)
         t[INV].f[i] = (float)pow(10000.0, -2.0 * (double)i / (double)d);
-    pnode nodes[8] = {{"rlx.rms_norm", {XS, XG}, {X}, 2, 1, &eps, 1},
+    const double scale = 1.0 / sqrt((double)d);
+    rlx_attr sc[2] = {RLX_ATTR_F("scale", scale), RLX_ATTR_I("causal", 1)};
+    pnode nodes[9] = {{"rlx.rms_norm", {XS, XG}, {X}, 2, 1, &eps, 1},
                       {"rlx.matmul", {X, WQ}, {QM}, 2, 1, NULL, 0},
                       {"rlx.rope", {QM, POS, INV}, {QR}, 3, 1, NULL, 0},
                       {"rlx.matmul", {X, WK}, {KM}, 2, 1, NULL, 0},
                       {"rlx.rope", {KM, POS, INV}, {KR}, 3, 1, NULL, 0},
                       {"rlx.matmul", {X, WV}, {VM}, 2, 1, NULL, 0},
                       {"rlx.cache_write", {KC, KR, POS}, {KO}, 3, 1, NULL, 0},
-                      {"rlx.cache_write", {VC, VM, POS}, {VO}, 3, 1, NULL, 0}};
+                      {"rlx.cache_write", {VC, VM, POS}, {VO}, 3, 1, NULL, 0},
+                      {"rlx.attention", {QR, KO, VO, POS}, {AO}, 4, 1, sc, 2}};
     double *q = dalloc(nh * d), *k = dalloc(nkv * d), *v = dalloc(nkv * d);
     double *rq = dalloc(nh * d), *rk = dalloc(S * nkv * d), *rv = dalloc(S * nkv * d);
     float *qf = calloc((size_t)(nh * d), sizeof(float)), *kf = calloc((size_t)(nkv * d), sizeof(float));
@@ -1835,14 +1840,31 @@ static void fused_decode_attn_inputs(gpu *g, int dt, int clobber, int norm)
         rk[at * nkv * d + e] = as_dt(dt, rk[at * nkv * d + e]);
         rv[at * nkv * d + e] = as_dt(dt, v[e]);
     }
+    /* the attention reads q as the rope stored it and the caches as written */
+    tens aq = mk(RLX_F32, 3, 1, nh, d), ak = mk(RLX_F32, 3, S, nkv, d), av = mk(RLX_F32, 3, S, nkv, d);
+    double *ra = dalloc(nh * d);
+    for (int64_t e = 0; e < nh * d; e++)
+        aq.f[e] = (float)as_dt(dt, rq[e]);
+    for (int64_t e = 0; e < S * nkv * d; e++) {
+        ak.f[e] = (float)rk[e];
+        av.f[e] = (float)rv[e];
+    }
+    ref_attention(&aq, &ak, &av, at, NULL, (double)(float)scale, 1, 0, 0, ra);
     rlx_diag d_;
-    char what[80];
-    snprintf(what, sizeof what, "decode %sq,rope,k,rope,v,cache writes %s%s", norm ? "norm," : "", dtn(dt),
-             clobber ? " (k over q)" : "");
-    if (run_prog(g, t, kind, share, NV, norm ? nodes : nodes + 1, norm ? 8 : 7, &d_))
+    char what[96];
+    snprintf(what, sizeof what, "decode %sq,rope,k,rope,v,cache writes%s %s%s", norm ? "norm," : "",
+             attn ? ",attention" : "", dtn(dt), clobber ? " (k over q)" : "");
+    if (run_prog(g, t, kind, share, attn ? NV : NV - 1, norm ? nodes : nodes + 1, (norm ? 8 : 7) + attn, &d_))
         fail_msg(g, what, d_.msg);
     else
-        report(g, what, fmax(rel_l2(&t[QR], rq), fmax(rel_l2(&t[KO], rk), rel_l2(&t[VO], rv))), tol_of(dt));
+        report(g, what,
+               fmax(fmax(rel_l2(&t[QR], rq), attn ? rel_l2(&t[AO], ra) : 0.0),
+                    fmax(rel_l2(&t[KO], rk), rel_l2(&t[VO], rv))),
+               tol_of(dt));
+    tfree(&aq);
+    tfree(&ak);
+    tfree(&av);
+    free(ra);
     for (int e = 0; e < NV; e++)
         tfree(&t[e]);
     free(q);
@@ -1875,8 +1897,8 @@ static void test_fused(gpu *g)
     }
     fused_norm_gemv(g, 1024, RLX_BF16, 0, 1);
     fused_rope_cache(g, RLX_BF16, 16);
-    for (int c = 0; c < 6; c++)
-        fused_decode_attn_inputs(g, c < 2 || c == 4 ? RLX_BF16 : RLX_F32, c % 2, c >= 4);
+    for (int c = 0; c < 12; c++)
+        fused_decode_attn_inputs(g, c % 6 < 2 || c % 6 == 4 ? RLX_BF16 : RLX_F32, c % 2, c % 6 >= 4, c >= 6);
 }
 
 static double now_s(void)
