@@ -28,46 +28,62 @@ static double median_of(double *v, int n)
 typedef struct {
     const uint64_t *p;
     size_t n;
-    int wide; /* 2: avx512, 1: avx2, 0: scalar */
+    int wide;    /* 2: avx512, 1: avx2, 0: scalar (8-byte loads, 4 streams) */
+    int streams; /* vector loops: 1, 2 or 4 streams */
+    int nt;      /* vector loops: 4 streams of non-temporal loads */
     uint64_t sum;
 } read_job;
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-/* four streams of 64-byte loads: a plain 8-byte loop reads ~15 % slower on Zen 4 (61-68
- * against 73-80 GB/s, 2 threads), which would make the floor look closer than it is */
-__attribute__((target("avx512f"))) static uint64_t sum4_avx512(const uint64_t *a, size_t q)
+/* S streams of vector loads (nt: non-temporal loads), q vectors a stream: which of these
+ * reads fastest differs by machine and by minute (one prefetcher stream per load stream,
+ * the other engines' traffic), so the reference is the best of them. A plain 8-byte loop
+ * reads ~15 % slower on Zen 4 (61-68 against 73-80 GB/s, 2 threads), which would make the
+ * floor look closer than it is. */
+__attribute__((target("avx512f"), always_inline)) static inline uint64_t
+sumk_avx512(const __m512i *p, size_t q, const int S, const int nt)
 {
-    const __m512i *p0 = (const __m512i *)a, *p1 = p0 + q / 8, *p2 = p1 + q / 8, *p3 = p2 + q / 8;
-    __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
-    for (size_t i = 0; i < q / 8; i++) {
-        s0 = _mm512_add_epi64(s0, _mm512_loadu_si512(p0 + i));
-        s1 = _mm512_add_epi64(s1, _mm512_loadu_si512(p1 + i));
-        s2 = _mm512_add_epi64(s2, _mm512_loadu_si512(p2 + i));
-        s3 = _mm512_add_epi64(s3, _mm512_loadu_si512(p3 + i));
-    }
+    __m512i s[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+    for (size_t i = 0; i < q; i++)
+        for (int k = 0; k < S; k++)
+            s[k] = _mm512_add_epi64(s[k], nt ? _mm512_stream_load_si512((void *)(p + k * q + i))
+                                             : _mm512_load_si512(p + k * q + i));
     /* summed as unsigned: _mm512_reduce_add_epi64 adds signed long longs, and these sums wrap */
     uint64_t v[8], t = 0;
-    _mm512_storeu_si512((__m512i *)v, _mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3)));
+    _mm512_storeu_si512((__m512i *)v, _mm512_add_epi64(_mm512_add_epi64(s[0], s[1]), _mm512_add_epi64(s[2], s[3])));
     for (int k = 0; k < 8; k++)
         t += v[k];
     return t;
 }
 
-__attribute__((target("avx2"))) static uint64_t sum4_avx2(const uint64_t *a, size_t q)
+__attribute__((target("avx512f"))) static uint64_t sum_avx512(const uint64_t *a, size_t q, int S, int nt)
 {
-    const __m256i *p0 = (const __m256i *)a, *p1 = p0 + q / 4, *p2 = p1 + q / 4, *p3 = p2 + q / 4;
-    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
-    for (size_t i = 0; i < q / 4; i++) {
-        s0 = _mm256_add_epi64(s0, _mm256_loadu_si256(p0 + i));
-        s1 = _mm256_add_epi64(s1, _mm256_loadu_si256(p1 + i));
-        s2 = _mm256_add_epi64(s2, _mm256_loadu_si256(p2 + i));
-        s3 = _mm256_add_epi64(s3, _mm256_loadu_si256(p3 + i));
-    }
-    __m256i s = _mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3));
+    const __m512i *p = (const __m512i *)a;
+    if (nt)
+        return sumk_avx512(p, q, 4, 1);
+    return S == 1 ? sumk_avx512(p, q, 1, 0) : S == 2 ? sumk_avx512(p, q, 2, 0) : sumk_avx512(p, q, 4, 0);
+}
+
+__attribute__((target("avx2"), always_inline)) static inline uint64_t
+sumk_avx2(const __m256i *p, size_t q, const int S, const int nt)
+{
+    __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (size_t i = 0; i < q; i++)
+        for (int k = 0; k < S; k++)
+            s[k] = _mm256_add_epi64(s[k], nt ? _mm256_stream_load_si256((void *)(p + k * q + i))
+                                             : _mm256_load_si256(p + k * q + i));
     uint64_t v[4];
-    _mm256_storeu_si256((__m256i *)v, s);
+    _mm256_storeu_si256((__m256i *)v, _mm256_add_epi64(_mm256_add_epi64(s[0], s[1]), _mm256_add_epi64(s[2], s[3])));
     return v[0] + v[1] + v[2] + v[3];
+}
+
+__attribute__((target("avx2"))) static uint64_t sum_avx2(const uint64_t *a, size_t q, int S, int nt)
+{
+    const __m256i *p = (const __m256i *)a;
+    if (nt)
+        return sumk_avx2(p, q, 4, 1);
+    return S == 1 ? sumk_avx2(p, q, 1, 0) : S == 2 ? sumk_avx2(p, q, 2, 0) : sumk_avx2(p, q, 4, 0);
 }
 
 static int widest(void)
@@ -85,18 +101,19 @@ static int widest(void)
 static void *read_worker(void *arg)
 {
     read_job *j = arg;
-    /* four streams at once (as a GEMV reads several weight rows) with independent integer
-     * adds: the loop is bound by memory, not by one prefetch stream or an FP add chain */
-    size_t q = j->n / 4;
 #if defined(__x86_64__) && defined(__GNUC__)
     if (j->wide) {
-        q = j->n / 32 * 8; /* whole vectors per stream; the tail below */
-        uint64_t s = j->wide == 2 ? sum4_avx512(j->p, q) : sum4_avx2(j->p, q);
-        for (size_t i = 4 * q; i < j->n; i++) s += j->p[i];
+        const int S = j->nt ? 4 : j->streams, vw = j->wide == 2 ? 8 : 4; /* words a vector */
+        size_t q = j->n / ((size_t)S * vw); /* whole vectors a stream; the tail below */
+        uint64_t s = j->wide == 2 ? sum_avx512(j->p, q, S, j->nt) : sum_avx2(j->p, q, S, j->nt);
+        for (size_t i = (size_t)S * vw * q; i < j->n; i++) s += j->p[i];
         j->sum = s;
         return NULL;
     }
 #endif
+    /* four streams at once (as a GEMV reads several weight rows) with independent integer
+     * adds: the loop is bound by memory, not by one prefetch stream or an FP add chain */
+    size_t q = j->n / 4;
     const uint64_t *a = j->p, *b = a + q, *c = b + q, *e = c + q;
     uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     for (size_t i = 0; i < q; i++) {
@@ -138,29 +155,50 @@ bench_reader *bench_reader_new(int threads, size_t bytes)
     return r;
 }
 
+/* the loops a run alternates: the vector ones (the reference is the best) and the scalar */
+static const struct { int streams, nt; const char *name[2]; /* avx2, avx512 */ } read_loops[] = {
+    {4, 0, {"avx2, 4 streams", "avx512, 4 streams"}},
+    {2, 0, {"avx2, 2 streams", "avx512, 2 streams"}},
+    {1, 0, {"avx2, 1 stream", "avx512, 1 stream"}},
+    {4, 1, {"avx2, 4 non-temporal streams", "avx512, 4 non-temporal streams"}}};
+enum { N_READ_LOOPS = sizeof read_loops / sizeof read_loops[0] };
+
 void bench_reader_run(bench_reader *rd, int reps, bench_read *out)
 {
     if (reps < 1) reps = 1;
     out->gbps = out->scalar_gbps = 0;
-    out->loop = rd->wide == 2 ? "avx512" : rd->wide == 1 ? "avx2" : "scalar";
-    double *t = calloc((size_t)(2 * reps), sizeof *t);
+    out->loop = "scalar";
+    const int nv = rd->wide ? N_READ_LOOPS : 0, nl = nv + 1; /* the last: scalar */
+    double *t = calloc((size_t)(nl * reps), sizeof *t);
     if (!t) return;
     int threads = rd->threads;
     size_t n = rd->n, per = n / (size_t)threads / 8 * 8; /* each thread's part starts on a line */
-    for (int r = 0; r < 2 * reps; r++) { /* the wide and the scalar loop alternate */
+    for (int r = 0; r < nl * reps; r++) { /* the loops alternate, so each sees the same minutes */
+        const int l = r % nl;
         double t0 = now_s();
         for (int w = 0; w < threads; w++) {
             rd->jobs[w].p = rd->buf + per * (size_t)w;
             rd->jobs[w].n = w == threads - 1 ? n - per * (size_t)w : per;
-            rd->jobs[w].wide = r % 2 ? 0 : rd->wide;
+            rd->jobs[w].wide = l < nv ? rd->wide : 0;
+            rd->jobs[w].streams = l < nv ? read_loops[l].streams : 4;
+            rd->jobs[w].nt = l < nv ? read_loops[l].nt : 0;
             pthread_create(&rd->tid[w], NULL, read_worker, &rd->jobs[w]);
         }
         for (int w = 0; w < threads; w++) pthread_join(rd->tid[w], NULL);
-        t[r % 2 * reps + r / 2] = now_s() - t0;
+        t[l * reps + r / nl] = now_s() - t0;
     }
-    double mw = median_of(t, reps), ms = median_of(t + reps, reps);
-    out->gbps = mw > 0 ? (double)(n * sizeof(uint64_t)) / mw / 1e9 : 0;
-    out->scalar_gbps = ms > 0 ? (double)(n * sizeof(uint64_t)) / ms / 1e9 : 0;
+    const double bytes = (double)(n * sizeof(uint64_t));
+    for (int l = 0; l < nl; l++) {
+        double m = median_of(t + l * reps, reps), g = m > 0 ? bytes / m / 1e9 : 0;
+        if (l == nv) {
+            out->scalar_gbps = g;
+        } else if (g > out->gbps) {
+            out->gbps = g;
+            out->loop = read_loops[l].name[rd->wide - 1];
+        }
+    }
+    if (!nv)
+        out->gbps = out->scalar_gbps;
     free(t);
 }
 

@@ -5,13 +5,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Read bandwidth: a read-only sum over a buffer split across threads, four sequential
- * streams a thread, median of reps (the two loops alternate, same buffer). The buffer is
- * allocated and first-touched once, so runs between a benchmark's reps time reads only. */
+/* Read bandwidth: a read-only sum over a buffer split across threads, median of reps. The
+ * loops alternate over the same buffer: the widest vector loads in 1, 2 or 4 sequential
+ * streams a thread, 4 streams of non-temporal loads, and 8-byte loads in 4 streams; the
+ * reference is the best vector loop's median. The buffer is allocated and first-touched
+ * once, so runs between a benchmark's reps time reads only. */
 typedef struct bench_read {
-    double gbps;        /* with the widest vector loads the CPU has: the floor's reference */
+    double gbps;        /* the best vector loop's (no vector unit: the scalar loop's): the floor's reference */
     double scalar_gbps; /* with 8-byte scalar loads (the reference before 2026-11-23) */
-    const char *loop;   /* "avx512", "avx2" or "scalar": what gbps used */
+    const char *loop;   /* which loop gbps is, e.g. "avx512, 2 streams", or "scalar" */
 } bench_read;
 typedef struct bench_reader bench_reader;
 bench_reader *bench_reader_new(int threads, size_t bytes); /* NULL: out of memory */

@@ -65,8 +65,10 @@ static const char help[] =
     "counted) by its median time.\n"
     "Decode GB/s counts the weights in the compute dtype (--precision: 2 bytes for f16/bf16,\n"
     "4 for f32) and the KV cache in f32 unless 16-bit compute with --mixed none. The read\n"
-    "reference sums 512 MiB with the widest vector loads (4 streams a thread), measured right\n"
-    "after each rep's decode (median of 2 passes; floor_source \"interleaved\"): read_gb_per_s is\n"
+    "reference sums 512 MiB with the widest vector loads in 1, 2 or 4 streams a thread and in 4\n"
+    "streams of non-temporal loads, and takes the best loop (read_loop: the last reading's),\n"
+    "measured right after each rep's decode (median of 2 passes a loop; floor_source\n"
+    "\"interleaved\"): read_gb_per_s is\n"
     "the median over reps, read_gb_per_s_spread [min,max], decode_vs_read_bandwidth the median of\n"
     "each rep's decode GB/s over its own read, and the decode floor those bytes per token at the\n"
     "median read.\n";
@@ -340,7 +342,7 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
             pre[r] = t1 - t0;
             dec[r] = t2 - t1;
         }
-        if (r >= 0 && rdr && !rc) { /* 2 reps: ~4 passes of 512 MiB, tens of ms */
+        if (r >= 0 && rdr && !rc) { /* 2 reps: 10 passes of 512 MiB, ~0.2 s */
             bench_reader_run(rdr, 2, &rd_last);
             rd_w[r] = rd_last.gbps;
             rd_s[r] = rd_last.scalar_gbps;
@@ -473,8 +475,8 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
             printf("backend %s, %d threads, %lld reps\n", rlx_model_backend_name(m), rlx_model_threads(m),
                    a->reps);
             if (ref.read_gbps > 0)
-                printf("reference (read after each decode rep): read %.1f GB/s median, %.1f-%.1f over %lld reps (%s "
-                       "loads, 4 streams a thread; 8-byte loads: %.1f) -> decode at %.0f%% (median of the reps' "
+                printf("reference (read after each decode rep): read %.1f GB/s median, %.1f-%.1f over %lld reps (best "
+                       "loop %s; 8-byte loads: %.1f) -> decode at %.0f%% (median of the reps' "
                        "ratios); sgemm [%lld,%lld,%lld] %.1f GFLOP/s -> prefill at %.0f%%\n",
                        ref.read_gbps, ref.read_min, ref.read_max, a->reps, ref.rd.loop, ref.rd.scalar_gbps,
                        100.0 * ref.ratio, (long long)T, (long long)cfg->hidden_size,
