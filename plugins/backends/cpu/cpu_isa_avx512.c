@@ -303,90 +303,12 @@ AI __m512 w16_mask(const int h, const void *row, int64_t k, __mmask16 mk)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
 }
 
-/* 16-bit weights: M rows of x against weight row n: four accumulators per x row (16-lane chunk c of k goes
- * to accumulator c % 4), the same FMA sequence for every output whatever M is. Rows are
- * read one after the other: a single sequential stream per thread keeps the hardware
- * prefetcher ahead, where interleaving rows (even 2, or 4 far apart) measured 30-40 %
- * slower from DRAM on this machine class. */
-AI void gemv_row(const int h, const float *x, int64_t ldx, const int M, int64_t K, const void *w, int64_t n,
-                 const float *bias, float *y, int64_t ldy)
-{
-    __m512 acc[4][4];
-    const void *wr = (const char *)w + (size_t)(n * K) * (h ? 2 : 4);
-    #pragma GCC unroll 4
-    for (int m = 0; m < M; m++)
-        #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) acc[m][c] = _mm512_setzero_ps();
-    int64_t k = 0;
-    for (; k + 64 <= K; k += 64) {
-        #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            __m512 wv = w16(h, wr, k + 16 * c);
-            #pragma GCC unroll 4
-            for (int m = 0; m < M; m++)
-                acc[m][c] = _mm512_fmadd_ps(_mm512_loadu_ps(x + m * ldx + k + 16 * c), wv, acc[m][c]);
-        }
-    }
-    for (int c = 0; k < K; k += 16, c++) {
-        __mmask16 mk = (__mmask16)(K - k >= 16 ? 0xffff : (1u << (K - k)) - 1);
-        __m512 wv = w16_mask(h, wr, k, mk);
-        #pragma GCC unroll 4
-        for (int m = 0; m < M; m++)
-            acc[m][c] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, x + m * ldx + k), wv, acc[m][c]);
-    }
-    #pragma GCC unroll 4
-    for (int m = 0; m < M; m++) {
-        __m512 s = _mm512_add_ps(_mm512_add_ps(acc[m][0], acc[m][1]), _mm512_add_ps(acc[m][2], acc[m][3]));
-        float v = _mm512_reduce_add_ps(s);
-        y[m * ldy + n] = bias ? v + bias[n] : v;
-    }
-}
-
-/* 16-bit weights, one x row (decode): rows n, n+q, n+2q, n+3q at once, i.e. four streams
- * a quarter of the task apart, each row with gemv_row's FMA sequence and reduction (so
- * the result does not depend on how rows are grouped). Four streams per thread kept more
- * lines in flight than one: a 2-thread GEMV over 327 MB of bf16 rows read 60-70 GB/s
- * against 57-65 (and a plain read loop: 73-80 against 59-67 for one stream). */
-AI void gemv_row4(const int h, const float *x, int64_t K, const void *w, int64_t n, int64_t q,
-                  const float *bias, float *y)
-{
-    __m512 acc[4][4];
-    const void *wr[4];
-    #pragma GCC unroll 4
-    for (int s = 0; s < 4; s++) {
-        wr[s] = (const char *)w + (size_t)((n + s * q) * K) * 2;
-        #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) acc[s][c] = _mm512_setzero_ps();
-    }
-    int64_t k = 0;
-    for (; k + 64 <= K; k += 64) {
-        #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            __m512 xv = _mm512_loadu_ps(x + k + 16 * c);
-            #pragma GCC unroll 4
-            for (int s = 0; s < 4; s++) acc[s][c] = _mm512_fmadd_ps(xv, w16(h, wr[s], k + 16 * c), acc[s][c]);
-        }
-    }
-    for (int c = 0; k < K; k += 16, c++) {
-        __mmask16 mk = (__mmask16)(K - k >= 16 ? 0xffff : (1u << (K - k)) - 1);
-        __m512 xv = _mm512_maskz_loadu_ps(mk, x + k);
-        #pragma GCC unroll 4
-        for (int s = 0; s < 4; s++) acc[s][c] = _mm512_fmadd_ps(xv, w16_mask(h, wr[s], k, mk), acc[s][c]);
-    }
-    #pragma GCC unroll 4
-    for (int s = 0; s < 4; s++) {
-        __m512 t = _mm512_add_ps(_mm512_add_ps(acc[s][0], acc[s][1]), _mm512_add_ps(acc[s][2], acc[s][3]));
-        float v = _mm512_reduce_add_ps(t);
-        int64_t r = n + s * q;
-        y[r] = bias ? v + bias[r] : v;
-    }
-}
-
-/* f32 weights: M rows of x against R weight rows n, n + rs, .., one 16-lane accumulator per
- * (row, weight row), the same FMA sequence for every accumulator whatever M, R and rs are.
- * With f32 rows (4 KiB, one page each) reading 8 at once measured faster than one after the
- * other; for one x row, 4 rows a quarter of the task apart (rs) faster again (decode 0.82-0.94
- * -> 0.93-0.99 of the same-run read on llama-188m, 2 threads, 2026-11-26). */
+/* f32 or 16-bit weights (h): M rows of x against R weight rows n, n + rs, .., one 16-lane
+ * accumulator per (row, weight row), the same FMA sequence for every accumulator whatever
+ * M, R and rs are. For one x row, 4 rows a quarter of the task apart (rs) keep 4 prefetch
+ * streams a thread: f32 decode 0.89-0.91 -> 0.96-0.99 of the same-run read against 8
+ * adjacent rows; for bf16 the tile runs 93-94 GB/s from L3 on 2 threads against 82 for the
+ * per-row kernel with four accumulators it replaced (llama-188m shapes, 2026-11-26). */
 AI void gemv_tile(const int h, const float *x, int64_t ldx, const int M, const int R, int64_t K,
                   const void *w, int64_t n, int64_t rs, const float *bias, float *y, int64_t ldy)
 {
@@ -432,41 +354,26 @@ AI void gemv_tile(const int h, const float *x, int64_t ldx, const int M, const i
         }
 }
 
-#define GEMV_M(HN, H, MM)                                                                      \
+#define GEMV_T(HN, H, MM, RR)                                                                  \
     static void gemv_##HN##_m##MM(const float *x, int64_t ldx, int64_t K, const void *w,      \
                                   int64_t n0, int64_t n1, const float *bias, float *y,         \
                                   int64_t ldy)                                                 \
     {                                                                                          \
-        for (int64_t n = n0; n < n1; n++) gemv_row(H, x, ldx, MM, K, w, n, bias, y, ldy);      \
+        int64_t n = n0;                                                                        \
+        for (; n + RR <= n1; n += RR) gemv_tile(H, x, ldx, MM, RR, K, w, n, 1, bias, y, ldy);  \
+        for (; n < n1; n++) gemv_tile(H, x, ldx, MM, 1, K, w, n, 1, bias, y, ldy);             \
     }
-#define GEMV_M1(HN, H)                                                                         \
+/* one x row: rows n, n+q, n+2q, n+3q at once, a quarter of the task apart */
+#define GEMV_T1(HN, H)                                                                         \
     static void gemv_##HN##_m1(const float *x, int64_t ldx, int64_t K, const void *w, int64_t n0, \
                                int64_t n1, const float *bias, float *y, int64_t ldy)             \
     {                                                                                          \
-        int64_t q = (n1 - n0) / 4;                                                             \
-        for (int64_t n = n0; n < n0 + q; n++) gemv_row4(H, x, K, w, n, q, bias, y);            \
-        for (int64_t n = n0 + 4 * q; n < n1; n++) gemv_row(H, x, ldx, 1, K, w, n, bias, y, ldy); \
+        const int64_t q = (n1 - n0) / 4;                                                       \
+        for (int64_t n = n0; n < n0 + q; n++) gemv_tile(H, x, ldx, 1, 4, K, w, n, q, bias, y, ldy); \
+        for (int64_t n = n0 + 4 * q; n < n1; n++) gemv_tile(H, x, ldx, 1, 1, K, w, n, 1, bias, y, ldy); \
     }
-#define GEMV_ALL(HN, H) GEMV_M1(HN, H) GEMV_M(HN, H, 2) GEMV_M(HN, H, 3) GEMV_M(HN, H, 4)
-#define GEMV_T(MM, RR)                                                                         \
-    static void gemv_f32_m##MM(const float *x, int64_t ldx, int64_t K, const void *w,         \
-                               int64_t n0, int64_t n1, const float *bias, float *y, int64_t ldy) \
-    {                                                                                          \
-        int64_t n = n0;                                                                        \
-        for (; n + RR <= n1; n += RR) gemv_tile(0, x, ldx, MM, RR, K, w, n, 1, bias, y, ldy);  \
-        for (; n < n1; n++) gemv_tile(0, x, ldx, MM, 1, K, w, n, 1, bias, y, ldy);             \
-    }
-/* one x row: rows n, n+q, n+2q, n+3q at once (as gemv_row4), the tile's FMA sequence */
-static void gemv_f32_m1(const float *x, int64_t ldx, int64_t K, const void *w, int64_t n0, int64_t n1,
-                        const float *bias, float *y, int64_t ldy)
-{
-    const int64_t q = (n1 - n0) / 4;
-    for (int64_t n = n0; n < n0 + q; n++) gemv_tile(0, x, ldx, 1, 4, K, w, n, q, bias, y, ldy);
-    for (int64_t n = n0 + 4 * q; n < n1; n++) gemv_tile(0, x, ldx, 1, 1, K, w, n, 1, bias, y, ldy);
-}
-GEMV_T(2, 4)
-GEMV_T(3, 4)
-GEMV_T(4, 4)
+#define GEMV_ALL(HN, H) GEMV_T1(HN, H) GEMV_T(HN, H, 2, 4) GEMV_T(HN, H, 3, 4) GEMV_T(HN, H, 4, 4)
+GEMV_ALL(f32, 0)
 GEMV_ALL(f16, CPU_H_F16)
 GEMV_ALL(bf16, CPU_H_BF16)
 
