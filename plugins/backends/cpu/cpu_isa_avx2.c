@@ -132,43 +132,14 @@ AI void gemv_tile(const int h, const float *x, int64_t ldx, const int M, const i
         }
 }
 
-#define GEMV_M(MM, RR)                                                                    \
-    static void gemv_m##MM(const float *x, int64_t ldx, int64_t K, const float *w,       \
-                           int64_t n0, int64_t n1, const float *bias, float *y, int64_t ldy) \
-    {                                                                                     \
-        int64_t n = n0;                                                                   \
-        for (; n + RR <= n1; n += RR) gemv_tile(0, x, ldx, MM, RR, K, w, n, 1, bias, y, ldy);\
-        for (; n < n1; n++) gemv_tile(0, x, ldx, MM, 1, K, w, n, 1, bias, y, ldy);           \
-    }
-/* one x row: rows n, n+q, n+2q, n+3q at once, a quarter of the task apart, so a thread keeps
- * 4 prefetch streams (measured faster than 8 adjacent rows with the AVX-512 table) */
-AI void gemv_rows4(const int h, const float *x, int64_t K, const void *w, int64_t n0, int64_t n1,
-                   const float *bias, float *y)
-{
-    const int64_t q = (n1 - n0) / 4;
-    for (int64_t n = n0; n < n0 + q; n++) gemv_tile(h, x, 0, 1, 4, K, w, n, q, bias, y, 0);
-    for (int64_t n = n0 + 4 * q; n < n1; n++) gemv_tile(h, x, 0, 1, 1, K, w, n, 1, bias, y, 0);
-}
-static void gemv_m1(const float *x, int64_t ldx, int64_t K, const float *w, int64_t n0, int64_t n1,
-                    const float *bias, float *y, int64_t ldy)
-{
-    (void)ldx;
-    (void)ldy;
-    gemv_rows4(0, x, K, w, n0, n1, bias, y);
-}
-GEMV_M(2, 4)
-GEMV_M(3, 2)
-GEMV_M(4, 2)
+#define GEMV_R3 2 /* weight rows a tile for 3 and 4 x rows */
+#define GEMV_R4 2
+#include "cpu_gemv_tiles.h"
 
 static void a_gemv(const float *x, int64_t ldx, int M, int64_t K, const float *w, int64_t n0,
                    int64_t n1, const float *bias, float *y, int64_t ldy)
 {
-    switch (M) {
-    case 1: gemv_m1(x, ldx, K, w, n0, n1, bias, y, ldy); break;
-    case 2: gemv_m2(x, ldx, K, w, n0, n1, bias, y, ldy); break;
-    case 3: gemv_m3(x, ldx, K, w, n0, n1, bias, y, ldy); break;
-    default: gemv_m4(x, ldx, K, w, n0, n1, bias, y, ldy); break;
-    }
+    GEMV_SWITCH(f32)
 }
 
 static float a_dot(const float *a, const float *b, int64_t n)
@@ -363,49 +334,13 @@ static void a_f32_to_h(int h, const float *x, uint16_t *o, int64_t n)
     for (; i < n; i++) o[i] = cpu_h_store(h, x[i]);
 }
 
-#define GEMV_H(HN, H, MM, RR)                                                                  \
-    static void gemv_##HN##_m##MM(const float *x, int64_t ldx, int64_t K, const uint16_t *w,  \
-                                  int64_t n0, int64_t n1, const float *bias, float *y,         \
-                                  int64_t ldy)                                                 \
-    {                                                                                          \
-        int64_t n = n0;                                                                        \
-        for (; n + RR <= n1; n += RR) gemv_tile(H, x, ldx, MM, RR, K, w, n, 1, bias, y, ldy);  \
-        for (; n < n1; n++) gemv_tile(H, x, ldx, MM, 1, K, w, n, 1, bias, y, ldy);             \
-    }
-#define GEMV_H1(HN, H)                                                                         \
-    static void gemv_##HN##_m1(const float *x, int64_t ldx, int64_t K, const uint16_t *w,     \
-                               int64_t n0, int64_t n1, const float *bias, float *y, int64_t ldy) \
-    {                                                                                          \
-        (void)ldx;                                                                             \
-        (void)ldy;                                                                             \
-        gemv_rows4(H, x, K, w, n0, n1, bias, y);                                               \
-    }
-GEMV_H1(f16, CPU_H_F16)
-GEMV_H(f16, CPU_H_F16, 2, 4)
-GEMV_H(f16, CPU_H_F16, 3, 2)
-GEMV_H(f16, CPU_H_F16, 4, 2)
-GEMV_H1(bf16, CPU_H_BF16)
-GEMV_H(bf16, CPU_H_BF16, 2, 4)
-GEMV_H(bf16, CPU_H_BF16, 3, 2)
-GEMV_H(bf16, CPU_H_BF16, 4, 2)
-
 static void a_gemv_h(int h, const float *x, int64_t ldx, int M, int64_t K, const uint16_t *w,
                      int64_t n0, int64_t n1, const float *bias, float *y, int64_t ldy)
 {
     if (h == CPU_H_BF16) {
-        switch (M) {
-        case 1: gemv_bf16_m1(x, ldx, K, w, n0, n1, bias, y, ldy); break;
-        case 2: gemv_bf16_m2(x, ldx, K, w, n0, n1, bias, y, ldy); break;
-        case 3: gemv_bf16_m3(x, ldx, K, w, n0, n1, bias, y, ldy); break;
-        default: gemv_bf16_m4(x, ldx, K, w, n0, n1, bias, y, ldy); break;
-        }
-        return;
-    }
-    switch (M) {
-    case 1: gemv_f16_m1(x, ldx, K, w, n0, n1, bias, y, ldy); break;
-    case 2: gemv_f16_m2(x, ldx, K, w, n0, n1, bias, y, ldy); break;
-    case 3: gemv_f16_m3(x, ldx, K, w, n0, n1, bias, y, ldy); break;
-    default: gemv_f16_m4(x, ldx, K, w, n0, n1, bias, y, ldy); break;
+        GEMV_SWITCH(bf16)
+    } else {
+        GEMV_SWITCH(f16)
     }
 }
 
