@@ -75,7 +75,9 @@ static int init_backend(rlx_model *m, const rlx_model_options *opt, rlx_diag *d)
     const int *dl = m->profile[0].backend.cuda.devices, nl = m->profile[0].backend.cuda.n_devices;
     bo.device = m->tp_device >= 0 ? m->tp_device : nl > m->tp_rank ? dl[m->tp_rank]
               : m->tp_ranks > 1 ? m->tp_rank : m->profile[0].backend.cuda.device;
-    bo.graphs = m->profile[0].backend.cuda.graphs;
+    /* one backend runs both phases: each phase's profile says whether its programs replay graphs */
+    int gp = m->profile[0].backend.cuda.graphs, gd = m->profile[1].backend.cuda.graphs;
+    bo.graphs = gp && gd ? RLX_GRAPHS_ALL : gd ? RLX_GRAPHS_DECODE : gp ? RLX_GRAPHS_PREFILL : RLX_GRAPHS_NONE;
     m->threads = bo.threads;
     if (!m->be->init) return 0;
     int rc = m->be->init(&bo, &m->be_ctx, d);

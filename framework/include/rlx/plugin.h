@@ -242,8 +242,13 @@ typedef struct rlx_backend_options {
     int32_t threads;       /* cpu: 0 = one per physical core */
     char placement[16];    /* cpu: "cores", "pus", "none" */
     int32_t device;        /* gpu ordinal */
-    int32_t graphs;        /* cuda: capture graphs */
+    int32_t graphs;        /* cuda: capture graphs (RLX_GRAPHS_*; any nonzero value captured every
+                            * program before value 2 existed, which stays a safe reading) */
 } rlx_backend_options;
+
+/* rlx_backend_options.graphs: which programs a backend captures and replays. Decode
+ * programs: every matmul has at most 16 rows (one step over few sequences). */
+enum { RLX_GRAPHS_NONE = 0, RLX_GRAPHS_ALL = 1, RLX_GRAPHS_DECODE = 2, RLX_GRAPHS_PREFILL = 3 };
 
 enum {
     RLX_BACKEND_HOST_MEMORY = 1u << 0 /* buffers are host pointers: weights may be used in place */

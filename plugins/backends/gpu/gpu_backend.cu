@@ -216,6 +216,13 @@ typedef struct gpu_exe {
     int n_fused[FUSE_COUNT], n_norms; /* groups fused; rms_norms absorbed by GEMVs */
     long runs;  /* executes so far (the profile leaves out the first: lazy kernel loading) */
     int coll;   /* has collectives: connected at the first execute, before a capture */
+    int graphs; /* replays a captured graph (the backend's RLX_GRAPHS_* for this kind of program) */
+    /* collectives' buffers in one NCCL symmetric window a rank (gpu_tp_window_open): the
+     * values (win_v, with their aliases) at win_off, placed by lifetime; the value pointers
+     * with them applied (vpw). win_state: 0 not tried, 1 open, -1 none (the arena's) */
+    int *win_v, n_win, win_state;
+    size_t *win_off, win_bytes;
+    void *win, *win_h, **vpw;
 } gpu_exe;
 
 typedef struct gpu_be {
@@ -223,7 +230,7 @@ typedef struct gpu_be {
     gpuStream_t stream;
     gpu_blas *blas;
     int own_gemm;
-    int graphs;
+    int graphs; /* RLX_GRAPHS_* (rlx_backend_options): which programs replay a captured graph */
     int fuse; /* fuse_steps on (RLX_GPU_FUSE=0: off, to compare) */
     int late_add; /* a GEMV group may take the add its norm reads (RLX_GPU_LATE_ADD=0: off) */
     /* most rows whose GEMVs absorb an rms_norm (RLX_GPU_NORM_ROWS, default 1): above one
@@ -1045,6 +1052,11 @@ static void gpu_release(void *bep, void *exep)
         return;
     if (x->has_graph)
         (void)gpuGraphExecDestroy(x->graph);
+    for (uint32_t i = 0; x->win && i < x->n_steps; i++) /* before the links: it needs their communicator */
+        if (x->steps[i].tp.comm) {
+            gpu_tp_window_close(&x->steps[i].tp, x->win, x->win_h);
+            break;
+        }
     for (uint32_t i = 0; x->coll && i < x->n_steps; i++) /* gpu_tp.cu */
         gpu_tp_release(&x->steps[i].tp);
     if (x->scratch)
@@ -1057,6 +1069,9 @@ static void gpu_release(void *bep, void *exep)
     free(x->ovr_v);
     free(x->ovr_off);
     free(x->vp2);
+    free(x->win_v);
+    free(x->win_off);
+    free(x->vpw);
     if (x->fscratch)
         (void)gpuFree(x->fscratch);
     free(x->steps);
@@ -1100,6 +1115,7 @@ static size_t plan_matmul(const gpu_be *be, gpu_step *st)
 
 static int fuse_steps(gpu_exe *x, const rlx_program *prog);
 static int value_root(const rlx_program *prog, int v);
+static int coll_window_plan(gpu_exe *x, const rlx_program *prog);
 
 /* rlx.add_rms_norm (st, built) becomes an add step and an rms_norm step of its sum (st + 1),
  * both of its node: it fuses as the spelled-out pair does, and unfused the two kernels give
@@ -1201,6 +1217,7 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
         }
     }
     x->decode = x->decode > 0;
+    x->graphs = be->graphs == RLX_GRAPHS_DECODE ? x->decode : be->graphs == RLX_GRAPHS_PREFILL ? !x->decode : be->graphs != 0;
     x->vbytes = (size_t *)calloc(prog->n_values + 1, sizeof(size_t));
     x->root = (int *)calloc(prog->n_values + 1, sizeof(int));
     if (x->vbytes && x->root) {
@@ -1230,6 +1247,11 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
     if (!be->fuse)
         for (uint32_t i = 0; i < x->n_steps; i++)
             x->steps[i].head = x->steps[i].pre_add = x->steps[i].taker = -1;
+    if (x->coll && coll_window_plan(x, prog) != 0) {
+        set_diag(d, RLX_ERR_NOMEM, "out of memory");
+        gpu_release(bep, x);
+        return RLX_ERR_NOMEM;
+    }
     if (be->prof)
         fprintf(stderr, "%s profile: %s program of %u steps; %d add+norm, %d gemv+swiglu, %d gemv groups, "
                 "%d rope+cache groups, %d qkv+rope+cache groups, %d gemv+add fused; %d norms into gemvs\n",
@@ -1330,6 +1352,44 @@ static int attn_in_group(const gpu_exe *x, const rlx_program *prog, int i)
 /* Products and rope outputs of the group [g0, g1) that nothing outside it reads move to
  * private scratch (the group runs at its last step: in their arena bytes the schedule
  * may keep other values meanwhile); the rest are written where the arena put them. */
+/* Appends every value stored in root r's bytes (r and its aliases) to vs/offs, at base
+ * plus its offset along the alias chain: they move together. */
+static int move_root(const gpu_exe *x, const rlx_program *prog, int r, size_t base, int **vs, size_t **offs,
+                     int *n)
+{
+    for (uint32_t v = 0; v < prog->n_values; v++) {
+        if (x->root[v] != r)
+            continue;
+        size_t ao = 0; /* bytes from the root along the alias chain */
+        for (int w = (int)v, k = 0; k < 64 && prog->values[w].kind == RLX_VALUE_ALIAS; k++) {
+            ao += prog->values[w].alias_offset;
+            w = prog->values[w].alias_of;
+        }
+        int *nv = (int *)realloc(*vs, (size_t)(*n + 1) * sizeof(int));
+        if (nv)
+            *vs = nv;
+        size_t *no = (size_t *)realloc(*offs, (size_t)(*n + 1) * sizeof(size_t));
+        if (no)
+            *offs = no;
+        if (!nv || !no)
+            return -1;
+        (*vs)[*n] = (int)v;
+        (*offs)[(*n)++] = base + ao;
+    }
+    return 0;
+}
+
+/* may root r's bytes move out of the arena (a temporary no program output shares)? */
+static int movable(const gpu_exe *x, const rlx_program *prog, int r)
+{
+    if (r < 0 || (uint32_t)r >= prog->n_values || prog->values[r].kind != RLX_VALUE_TEMP)
+        return 0;
+    for (uint32_t v = 0; v < prog->n_values; v++)
+        if (x->root[v] == r && prog->values[v].kind == RLX_VALUE_OUTPUT)
+            return 0;
+    return 1;
+}
+
 static int attn_in_scratch(gpu_exe *x, const rlx_program *prog, int g0, int g1)
 {
     size_t off = 0;
@@ -1344,37 +1404,116 @@ static int attn_in_scratch(gpu_exe *x, const rlx_program *prog, int g0, int g1)
                     total++;
                     inside += (int)s2 >= g0 && (int)s2 < g1;
                 }
-        int priv = prog->values[r].kind == RLX_VALUE_TEMP && inside == total;
-        for (uint32_t v = 0; v < prog->n_values && priv; v++)
-            if (x->root[v] == r && prog->values[v].kind == RLX_VALUE_OUTPUT)
-                priv = 0;
-        st->priv = priv;
-        if (!priv)
+        st->priv = movable(x, prog, r) && inside == total;
+        if (!st->priv)
             continue;
-        for (uint32_t v = 0; v < prog->n_values; v++) {
-            if (x->root[v] != r)
-                continue;
-            size_t ao = 0; /* bytes from the root along the alias chain */
-            for (int w = (int)v, k = 0; k < 64 && prog->values[w].kind == RLX_VALUE_ALIAS; k++) {
-                ao += prog->values[w].alias_offset;
-                w = prog->values[w].alias_of;
-            }
-            int *nv = (int *)realloc(x->ovr_v, (size_t)(x->n_ovr + 1) * sizeof(int));
-            if (nv)
-                x->ovr_v = nv;
-            size_t *no = (size_t *)realloc(x->ovr_off, (size_t)(x->n_ovr + 1) * sizeof(size_t));
-            if (no)
-                x->ovr_off = no;
-            if (!nv || !no)
-                return -1;
-            x->ovr_v[x->n_ovr] = (int)v;
-            x->ovr_off[x->n_ovr++] = off + ao;
-        }
+        if (move_root(x, prog, r, off, &x->ovr_v, &x->ovr_off, &x->n_ovr))
+            return -1;
         off += (x->vbytes[r] + 255) & ~(size_t)255;
     }
     if (off > x->fs_bytes)
         x->fs_bytes = off;
     return 0;
+}
+
+/* The steps during which step i's reads and writes may happen: a fused group runs its
+ * parts at its head or its last step, and an add its norm's head took runs there. */
+static void step_span(const gpu_exe *x, int i, int *lo, int *hi)
+{
+    const gpu_step *st = &x->steps[i];
+    int h = st->head >= 0 ? st->head : st->fuse ? i : -1;
+    *lo = *hi = i;
+    if (h >= 0) {
+        *lo = x->steps[h].g0 < *lo ? x->steps[h].g0 : *lo;
+        *hi = x->steps[h].g1 - 1 > *hi ? x->steps[h].g1 - 1 : *hi;
+        if (x->steps[h].pre_add >= 0 && x->steps[h].pre_add < *lo)
+            *lo = x->steps[h].pre_add;
+    }
+    if (st->taker >= 0 && x->steps[st->taker].g1 - 1 > *hi)
+        *hi = x->steps[st->taker].g1 - 1;
+}
+
+/* Places the collectives' inputs and outputs (the temporaries among them) in one window:
+ * values whose spans of steps overlap get apart bytes, the others may share them. Each
+ * rank compiles the same program, so each places them alike. */
+static int coll_window_plan(gpu_exe *x, const rlx_program *prog)
+{
+    int nr = 0, *rs = (int *)calloc(2 * x->n_steps + 1, sizeof(int));
+    int *lo = (int *)calloc(2 * x->n_steps + 1, sizeof(int)), *hi = (int *)calloc(2 * x->n_steps + 1, sizeof(int));
+    size_t *at = (size_t *)calloc(2 * x->n_steps + 1, sizeof(size_t));
+    int rc = rs && lo && hi && at ? 0 : -1;
+    for (uint32_t i = 0; !rc && i < x->n_steps; i++) {
+        const gpu_step *st = &x->steps[i];
+        if (st->tp.ranks < 2)
+            continue;
+        int cand[2] = {x->root[st->in[0]], x->root[st->out[0]]};
+        for (int c = 0; c < 2; c++) {
+            int dup = 0;
+            for (int k = 0; k < nr; k++)
+                dup |= rs[k] == cand[c];
+            if (!dup && movable(x, prog, cand[c]))
+                rs[nr++] = cand[c];
+        }
+    }
+    for (int k = 0; !rc && k < nr; k++) { /* each value's span: every step that touches it */
+        lo[k] = (int)x->n_steps;
+        hi[k] = -1;
+        for (uint32_t i = 0; i < x->n_steps; i++) {
+            const gpu_step *st = &x->steps[i];
+            int touch = 0;
+            for (int q = 0; q < st->n_in; q++)
+                touch |= x->root[st->in[q]] == rs[k];
+            for (int o = 0; o < op_defs[st->op].n_out; o++)
+                touch |= x->root[st->out[o]] == rs[k];
+            if (!touch)
+                continue;
+            int a, b;
+            step_span(x, (int)i, &a, &b);
+            lo[k] = a < lo[k] ? a : lo[k];
+            hi[k] = b > hi[k] ? b : hi[k];
+        }
+    }
+    /* A peer enters collective c, and may write this rank's buffers of c, once this rank
+     * has entered the collective before c; the first collective's peer may come from the
+     * previous execute's last one. So a buffer of c keeps its bytes from the collective
+     * before c on (the first one's for the whole program): no two collectives share bytes
+     * while a peer may still be in the one or already in the other. */
+    for (uint32_t i = 0, prev = 0, first = 1; !rc && i < x->n_steps; i++) {
+        const gpu_step *st = &x->steps[i];
+        if (st->tp.ranks < 2)
+            continue;
+        for (int k = 0; k < nr; k++)
+            if (rs[k] == x->root[st->in[0]] || rs[k] == x->root[st->out[0]]) {
+                lo[k] = first ? 0 : (int)prev < lo[k] ? (int)prev : lo[k];
+                hi[k] = first ? (int)x->n_steps - 1 : hi[k];
+            }
+        prev = i;
+        first = 0;
+    }
+    for (int k = 0; !rc && k < nr; k++) { /* first fit among the values placed before it */
+        size_t sz = (x->vbytes[rs[k]] + 255) & ~(size_t)255, off = 0;
+        for (int moved = 1; moved;) {
+            moved = 0;
+            for (int j = 0; j < k; j++) {
+                size_t sj = (x->vbytes[rs[j]] + 255) & ~(size_t)255;
+                if (lo[j] <= hi[k] && lo[k] <= hi[j] && off < at[j] + sj && at[j] < off + sz) {
+                    off = at[j] + sj;
+                    moved = 1;
+                }
+            }
+        }
+        at[k] = off;
+        if (off + sz > x->win_bytes)
+            x->win_bytes = off + sz;
+        rc = move_root(x, prog, rs[k], off, &x->win_v, &x->win_off, &x->n_win);
+    }
+    if (!rc && x->n_win && !(x->vpw = (void **)calloc(prog->n_values + 1, sizeof(void *))))
+        rc = -1;
+    free(rs);
+    free(lo);
+    free(hi);
+    free(at);
+    return rc;
 }
 
 /* Gate and up GEMVs of one x then swiglu of their products (nothing else reads them)? */
@@ -1993,6 +2132,12 @@ static int enqueue_all(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
     }
     gpu_prof *pf = be->prof;
     int count = pf && x->runs > 0;
+    if (x->win) { /* the collectives' values in the symmetric window */
+        memcpy(x->vpw, vp, (size_t)x->n_values * sizeof(void *));
+        for (int k = 0; k < x->n_win; k++)
+            x->vpw[x->win_v[k]] = (char *)x->win + x->win_off[k];
+        vp = x->vpw;
+    }
     if (x->vp2) { /* value pointers with the private scratch of FUSE_ATTN_IN groups */
         memcpy(x->vp2, vp, (size_t)x->n_values * sizeof(void *));
         for (int k = 0; k < x->n_ovr; k++)
@@ -2048,7 +2193,7 @@ static int enqueue_all(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
 }
 
 /* Captures the launches once per set of value addresses; replays while they stay. */
-static int run_graph(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
+static int graph_ready(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
 {
     size_t pbytes = (size_t)x->n_values * sizeof(void *);
     if (!x->has_graph || !x->graph_ptrs || memcmp(x->graph_ptrs, vp, pbytes) != 0) {
@@ -2082,12 +2227,39 @@ static int run_graph(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
         x->has_graph = 1;
         memcpy(x->graph_ptrs, vp, pbytes);
     }
+    return 0;
+}
+
+static int coll_launch(const gpu_exe *x, int rc, rlx_diag *d);
+
+static int run_graph(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
+{
+    int rc = graph_ready(be, x, vp, d);
+    if (x->coll)
+        rc = coll_launch(x, rc, d);
+    if (rc)
+        return rc;
     gpuError_t e = gpuGraphLaunch(x->graph, be->stream);
     if (e != gpuSuccess) {
         set_diag(d, RLX_ERR_DEVICE, "graph launch: %s", gpuGetErrorString(e));
         return RLX_ERR_DEVICE;
     }
     return 0;
+}
+
+/* gpu_tp.cu: the ranks launch a step together or not at all */
+static int coll_launch(const gpu_exe *x, int rc, rlx_diag *d)
+{
+    for (uint32_t i = 0; i < x->n_steps; i++)
+        if (x->steps[i].tp.comm) {
+            char m[384] = "";
+            if (gpu_tp_launch_barrier(&x->steps[i].tp, rc == 0, m, sizeof m) && !rc) {
+                set_diag(d, RLX_ERR_DEVICE, "%s", m);
+                rc = RLX_ERR_DEVICE;
+            }
+            break;
+        }
+    return rc;
 }
 
 /* gpu_tp.cu: a program's first execute compares its collectives with the other ranks' */
@@ -2113,6 +2285,27 @@ static int coll_check(const gpu_exe *x, rlx_diag *d)
         return RLX_ERR_DEVICE;
     }
     return 0;
+}
+
+/* gpu_tp.cu: the collectives' window, at the first execute on every rank (RLX_TP_SYMMETRIC=0:
+ * none, to compare); without one they run on the arena's buffers */
+static void coll_window_open(gpu_be *be, gpu_exe *x)
+{
+    const gpu_tp_link *l = NULL;
+    for (uint32_t i = 0; !l && i < x->n_steps; i++)
+        if (x->steps[i].tp.comm)
+            l = &x->steps[i].tp;
+    const char *e = getenv("RLX_TP_SYMMETRIC");
+    char m[384] = "off (RLX_TP_SYMMETRIC=0)";
+    x->win_state = -1;
+    if (l && !(e && !strcmp(e, "0")) && gpu_tp_window_open(l, x->win_bytes, &x->win, &x->win_h, m, sizeof m) == 0)
+        x->win_state = 1;
+    if (be->prof || getenv("RLX_TP_PROFILE"))
+        fprintf(stderr, "%s rank %d: %s program: %s\n", RLX_GPU_VENDOR, l ? l->rank : -1, x->decode ? "decode" : "prefill",
+                x->win_state > 0 ? "collectives in a symmetric window" : m);
+    if (x->win_state > 0 && (be->prof || getenv("RLX_TP_PROFILE")))
+        fprintf(stderr, "%s rank %d: window of %zu bytes, %d values\n", RLX_GPU_VENDOR, l->rank, x->win_bytes, x->n_win);
+    (void)gpuSetDevice(be->device);
 }
 
 /* gpu_tp.cu: a step with collectives ends when its stream drains, or fails in bounded time */
@@ -2146,8 +2339,14 @@ static int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d)
     }
     if (x->coll && x->runs == 0 && coll_check(x, d))
         return RLX_ERR_DEVICE;
+    if (x->coll && x->n_win && !x->win_state)
+        coll_window_open(be, x);
     double t0 = be->prof ? now_ms() : 0;
-    int rc = be->graphs ? run_graph(be, x, vp, d) : enqueue_all(be, x, vp, d);
+    int rc = 0;
+    if (x->graphs)
+        rc = run_graph(be, x, vp, d);
+    else if (!(x->win && (rc = coll_launch(x, 0, d)))) /* the window's kernels: every rank enqueues or none */
+        rc = enqueue_all(be, x, vp, d);
     if (x->coll)
         rc = coll_end(be, x, rc, d);
     if (be->prof) {

@@ -56,6 +56,9 @@ typedef struct tp_group {
     int chk_in;
     int64_t chk_n[TP_MAX_RANKS], chk_vals[TP_MAX_RANKS];
     uint64_t chk_sig[TP_MAX_RANKS];
+    /* symmetric windows: every rank says whether its step succeeded, all go on or none */
+    uint64_t ok_gen;
+    int ok_in, ok_bad, ok_last;
     struct tp_group *next;
 } tp_group;
 
@@ -334,6 +337,126 @@ void gpu_tp_release(gpu_tp_link *l)
         free(g);
     }
     pthread_mutex_unlock(&mu);
+}
+
+/* Every rank of g reports ok: 1 when all of them did, 0 when one did not, -1 when the group
+ * was stopped or a rank did not come within RLX_TP_TIMEOUT_S. Spins a little first: the
+ * ranks of a step arrive within microseconds of each other. */
+static int all_ok(tp_group *g, int ok)
+{
+    pthread_mutex_lock(&mu);
+    uint64_t gen = g->ok_gen;
+    g->ok_bad |= !ok;
+    if (++g->ok_in == g->ranks) {
+        g->ok_last = !g->ok_bad;
+        g->ok_in = g->ok_bad = 0;
+        __atomic_store_n(&g->ok_gen, gen + 1, __ATOMIC_RELEASE);
+        pthread_cond_broadcast(&cv);
+        int all = g->ok_last;
+        pthread_mutex_unlock(&mu);
+        return all;
+    }
+    pthread_mutex_unlock(&mu);
+    double t0 = now_s();
+    while (__atomic_load_n(&g->ok_gen, __ATOMIC_ACQUIRE) == gen && !__atomic_load_n(&g->aborted, __ATOMIC_ACQUIRE) &&
+           now_s() - t0 < 2e-4) {
+    }
+    pthread_mutex_lock(&mu);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += wait_s();
+    int timed_out = 0;
+    while (gen == g->ok_gen && !g->aborted && !timed_out)
+        timed_out = pthread_cond_timedwait(&cv, &mu, &until) == ETIMEDOUT;
+    int all = gen != g->ok_gen ? g->ok_last : -1;
+    pthread_mutex_unlock(&mu);
+    return all;
+}
+
+int gpu_tp_launch_barrier(const gpu_tp_link *l, int ok, char *err, size_t len)
+{
+    if (!l->comm || l->ranks == 1)
+        return ok ? 0 : -1;
+    tp_group *g = (tp_group *)l->grp;
+    int all = all_ok(g, ok);
+    if (all > 0)
+        return 0;
+    pthread_mutex_lock(&mu);
+    if (all < 0 && !g->aborted) {
+        char line[256];
+        snprintf(line, sizeof line, "rank %d of %d waited %d s for the other ranks to launch a step (one failed, hangs "
+                 "or runs another program)", l->rank, l->ranks, wait_s());
+        stop_locked(g, l->rank, line);
+    }
+    if (all < 0)
+        snprintf(err, len, "group %lld stopped: %s", (long long)l->group, g->why);
+    else
+        snprintf(err, len, "group %lld: another rank failed before launching this step", (long long)l->group);
+    pthread_mutex_unlock(&mu);
+    (void)gpuSetDevice(l->device);
+    return -1;
+}
+
+int gpu_tp_window_open(const gpu_tp_link *l, size_t bytes, void **ptr, void **win, char *err, size_t len)
+{
+    *ptr = *win = NULL;
+    err[0] = 0;
+    if (!l->comm || l->ranks == 1 || !bytes) {
+        snprintf(err, len, "no collectives");
+        return -1;
+    }
+    tp_group *g = (tp_group *)l->grp;
+    void *p = NULL;
+    rlx_nccl_win w = NULL;
+    int rc = -1;
+    (void)gpuSetDevice(l->device);
+    if (!nccl.mem_alloc)
+        snprintf(err, len, "%s has no ncclCommWindowRegister (NCCL 2.27 or later has)", nccl.name);
+    else if ((rc = nccl.mem_alloc(&p, bytes)) != RLX_NCCL_SUCCESS)
+        snprintf(err, len, "%s: ncclMemAlloc of %zu bytes: %s", nccl.name, bytes, nccl.get_error_string(rc));
+    /* registering is collective: only when every rank has its buffer */
+    if (all_ok(g, nccl.mem_alloc && rc == RLX_NCCL_SUCCESS) > 0) {
+        rc = nccl.window_register((rlx_nccl_comm)l->comm, p, bytes, &w, RLX_NCCL_WIN_COLL_SYMMETRIC);
+        if (rc != RLX_NCCL_SUCCESS)
+            snprintf(err, len, "%s: ncclCommWindowRegister of %zu bytes: %s", nccl.name, bytes, nccl.get_error_string(rc));
+        else if (!w)
+            snprintf(err, len, "%s: no symmetric memory between these devices", nccl.name);
+        /* a rank that ran its collectives on a window while another did not would hang */
+        if (all_ok(g, rc == RLX_NCCL_SUCCESS && w) <= 0) {
+            if (w)
+                (void)nccl.window_deregister((rlx_nccl_comm)l->comm, w);
+            w = NULL;
+            if (rc == RLX_NCCL_SUCCESS && !err[0])
+                snprintf(err, len, "another rank has no symmetric window");
+        }
+    } else if (nccl.mem_alloc && rc == RLX_NCCL_SUCCESS) {
+        snprintf(err, len, "another rank has no buffer for a symmetric window");
+    }
+    if (!w) {
+        if (p)
+            (void)nccl.mem_free(p);
+        (void)gpuSetDevice(l->device);
+        return -1;
+    }
+    *ptr = p;
+    *win = w;
+    (void)gpuSetDevice(l->device);
+    return 0;
+}
+
+void gpu_tp_window_close(const gpu_tp_link *l, void *ptr, void *win)
+{
+    if (!ptr)
+        return;
+    tp_group *g = (tp_group *)l->grp;
+    pthread_mutex_lock(&mu);
+    int gone = !l->comm || g->gone[l->rank]; /* an aborted communicator took its windows */
+    pthread_mutex_unlock(&mu);
+    (void)gpuSetDevice(l->device);
+    if (gone)
+        return;
+    (void)nccl.window_deregister((rlx_nccl_comm)l->comm, (rlx_nccl_win)win);
+    (void)nccl.mem_free(ptr);
 }
 
 static int nccl_dtype(int dt)

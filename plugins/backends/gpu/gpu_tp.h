@@ -42,6 +42,20 @@ void gpu_tp_release(gpu_tp_link *l);
  * gather has rows > 1 (NCCL gathers whole buffers; the rows are interleaved after) */
 int gpu_coll_run(gpuStream_t s, const gpu_tp_link *l, int gather, const void *x, void *y, void *scratch,
                  int64_t rows, int64_t cols, int dt, char *err, size_t len);
+/* A graph step with collectives: every rank says whether it is ready to launch (ok) or
+ * failed before launching; they launch only when all are ready, so no rank's kernels wait
+ * inside NCCL for a rank that will not come (its symmetric kernels cannot be aborted). A
+ * rank that does not come within RLX_TP_TIMEOUT_S stops the group. 0 to launch, or -1
+ * (with one line in err unless this rank was the one that failed). */
+int gpu_tp_launch_barrier(const gpu_tp_link *l, int ok, char *err, size_t len);
+/* bytes of memory on every rank of l's group, registered with NCCL as one symmetric window
+ * (ncclMemAlloc + ncclCommWindowRegister, NCCL 2.27 or later): collectives whose buffers lie
+ * in it run NCCL's low-latency symmetric kernels. Every rank calls it at the same point (a
+ * program's first execute, outside a capture); all ranks get a window or none does. 0, or -1
+ * with the reason in err (the collectives then run on the arena's buffers as before). */
+int gpu_tp_window_open(const gpu_tp_link *l, size_t bytes, void **ptr, void **win, char *err, size_t len);
+/* deregisters and frees it (before the link's release: the window needs its communicator) */
+void gpu_tp_window_close(const gpu_tp_link *l, void *ptr, void *win);
 /* "peer access 0->1 yes, 1->0 yes" over the first n devices (empty under 2) */
 void gpu_tp_peers(int n, char *out, size_t len);
 #endif

@@ -41,6 +41,11 @@ int rlx_nccl_load(rlx_nccl *n, int rocm, char *err, size_t len)
         n->lib = NULL; /* left mapped: dlclose of a half-checked runtime gains nothing */
         return -1;
     }
+    char skip[256];
+    if (sym(n, "ncclMemAlloc", &n->mem_alloc, skip, sizeof skip) || sym(n, "ncclMemFree", &n->mem_free, skip, sizeof skip) ||
+        sym(n, "ncclCommWindowRegister", &n->window_register, skip, sizeof skip) ||
+        sym(n, "ncclCommWindowDeregister", &n->window_deregister, skip, sizeof skip))
+        n->mem_alloc = NULL; /* no symmetric windows: collectives run on the arena's buffers */
     return 0;
 }
 

@@ -7,9 +7,11 @@
 
 /* the few NCCL types used, with nccl.h's values (stable since NCCL 2.0) */
 typedef struct ncclComm *rlx_nccl_comm;
+typedef struct ncclWindow_vidmem *rlx_nccl_win;
 enum { RLX_NCCL_SUCCESS = 0, RLX_NCCL_IN_PROGRESS = 7 };
 enum { RLX_NCCL_INT32 = 2, RLX_NCCL_FLOAT16 = 6, RLX_NCCL_FLOAT32 = 7, RLX_NCCL_BFLOAT16 = 9 }; /* ncclDataType_t */
 enum { RLX_NCCL_SUM = 0 };                                                /* ncclRedOp_t */
+enum { RLX_NCCL_WIN_COLL_SYMMETRIC = 1 };                                 /* window flags (2.27) */
 
 typedef struct rlx_nccl {
     void *lib; /* stays loaded: a communication runtime is never unloaded */
@@ -24,6 +26,13 @@ typedef struct rlx_nccl {
     int (*comm_abort)(rlx_nccl_comm comm); /* stops its pending collectives, frees it */
     int (*comm_get_async_error)(rlx_nccl_comm comm, int *async_error);
     const char *(*get_error_string)(int result);
+    /* optional (NULL when the library is older): memory every rank of a communicator maps
+     * (ncclMemAlloc, 2.19) registered as a symmetric window (2.27), over which collectives
+     * run NCCL's low-latency symmetric kernels */
+    int (*mem_alloc)(void **ptr, size_t size);
+    int (*mem_free)(void *ptr);
+    int (*window_register)(rlx_nccl_comm comm, void *buf, size_t size, rlx_nccl_win *win, int flags);
+    int (*window_deregister)(rlx_nccl_comm comm, rlx_nccl_win win);
 } rlx_nccl;
 
 /* The library: $RLX_NCCL_LIBRARY when set (e.g. the one inside PyTorch's
