@@ -1416,103 +1416,36 @@ static int attn_in_scratch(gpu_exe *x, const rlx_program *prog, int g0, int g1)
     return 0;
 }
 
-/* The steps during which step i's reads and writes may happen: a fused group runs its
- * parts at its head or its last step, and an add its norm's head took runs there. */
-static void step_span(const gpu_exe *x, int i, int *lo, int *hi)
-{
-    const gpu_step *st = &x->steps[i];
-    int h = st->head >= 0 ? st->head : st->fuse ? i : -1;
-    *lo = *hi = i;
-    if (h >= 0) {
-        *lo = x->steps[h].g0 < *lo ? x->steps[h].g0 : *lo;
-        *hi = x->steps[h].g1 - 1 > *hi ? x->steps[h].g1 - 1 : *hi;
-        if (x->steps[h].pre_add >= 0 && x->steps[h].pre_add < *lo)
-            *lo = x->steps[h].pre_add;
-    }
-    if (st->taker >= 0 && x->steps[st->taker].g1 - 1 > *hi)
-        *hi = x->steps[st->taker].g1 - 1;
-}
-
-/* Places the collectives' inputs and outputs (the temporaries among them) in one window:
- * values whose spans of steps overlap get apart bytes, the others may share them. Each
- * rank compiles the same program, so each places them alike. */
+/* Gives each collective's input and output (the temporaries among them, with their
+ * aliases) its own bytes of the window, for the whole program. A peer enters a collective,
+ * and may write this rank's buffers of it, as soon as this rank has entered the collective
+ * before; buffers placed by lifetime (reused once a value is dead on this rank) lost parity
+ * under both eager and graph runs, so no byte holds two buffers. Each rank compiles the
+ * same program, so each places them alike. */
 static int coll_window_plan(gpu_exe *x, const rlx_program *prog)
 {
-    int nr = 0, *rs = (int *)calloc(2 * x->n_steps + 1, sizeof(int));
-    int *lo = (int *)calloc(2 * x->n_steps + 1, sizeof(int)), *hi = (int *)calloc(2 * x->n_steps + 1, sizeof(int));
-    size_t *at = (size_t *)calloc(2 * x->n_steps + 1, sizeof(size_t));
-    int rc = rs && lo && hi && at ? 0 : -1;
+    int nr = 0, rc = 0, *rs = (int *)calloc(2 * x->n_steps + 1, sizeof(int));
+    if (!rs)
+        return -1;
     for (uint32_t i = 0; !rc && i < x->n_steps; i++) {
         const gpu_step *st = &x->steps[i];
         if (st->tp.ranks < 2)
             continue;
         int cand[2] = {x->root[st->in[0]], x->root[st->out[0]]};
-        for (int c = 0; c < 2; c++) {
+        for (int c = 0; c < 2 && !rc; c++) {
             int dup = 0;
             for (int k = 0; k < nr; k++)
                 dup |= rs[k] == cand[c];
-            if (!dup && movable(x, prog, cand[c]))
-                rs[nr++] = cand[c];
-        }
-    }
-    for (int k = 0; !rc && k < nr; k++) { /* each value's span: every step that touches it */
-        lo[k] = (int)x->n_steps;
-        hi[k] = -1;
-        for (uint32_t i = 0; i < x->n_steps; i++) {
-            const gpu_step *st = &x->steps[i];
-            int touch = 0;
-            for (int q = 0; q < st->n_in; q++)
-                touch |= x->root[st->in[q]] == rs[k];
-            for (int o = 0; o < op_defs[st->op].n_out; o++)
-                touch |= x->root[st->out[o]] == rs[k];
-            if (!touch)
+            if (dup || !movable(x, prog, cand[c]))
                 continue;
-            int a, b;
-            step_span(x, (int)i, &a, &b);
-            lo[k] = a < lo[k] ? a : lo[k];
-            hi[k] = b > hi[k] ? b : hi[k];
+            rs[nr++] = cand[c];
+            rc = move_root(x, prog, cand[c], x->win_bytes, &x->win_v, &x->win_off, &x->n_win);
+            x->win_bytes += (x->vbytes[cand[c]] + 255) & ~(size_t)255;
         }
-    }
-    /* A peer enters collective c, and may write this rank's buffers of c, once this rank
-     * has entered the collective before c; the first collective's peer may come from the
-     * previous execute's last one. So a buffer of c keeps its bytes from the collective
-     * before c on (the first one's for the whole program): no two collectives share bytes
-     * while a peer may still be in the one or already in the other. */
-    for (uint32_t i = 0, prev = 0, first = 1; !rc && i < x->n_steps; i++) {
-        const gpu_step *st = &x->steps[i];
-        if (st->tp.ranks < 2)
-            continue;
-        for (int k = 0; k < nr; k++)
-            if (rs[k] == x->root[st->in[0]] || rs[k] == x->root[st->out[0]]) {
-                lo[k] = first ? 0 : (int)prev < lo[k] ? (int)prev : lo[k];
-                hi[k] = first ? (int)x->n_steps - 1 : hi[k];
-            }
-        prev = i;
-        first = 0;
-    }
-    for (int k = 0; !rc && k < nr; k++) { /* first fit among the values placed before it */
-        size_t sz = (x->vbytes[rs[k]] + 255) & ~(size_t)255, off = 0;
-        for (int moved = 1; moved;) {
-            moved = 0;
-            for (int j = 0; j < k; j++) {
-                size_t sj = (x->vbytes[rs[j]] + 255) & ~(size_t)255;
-                if (lo[j] <= hi[k] && lo[k] <= hi[j] && off < at[j] + sj && at[j] < off + sz) {
-                    off = at[j] + sj;
-                    moved = 1;
-                }
-            }
-        }
-        at[k] = off;
-        if (off + sz > x->win_bytes)
-            x->win_bytes = off + sz;
-        rc = move_root(x, prog, rs[k], off, &x->win_v, &x->win_off, &x->n_win);
     }
     if (!rc && x->n_win && !(x->vpw = (void **)calloc(prog->n_values + 1, sizeof(void *))))
         rc = -1;
     free(rs);
-    free(lo);
-    free(hi);
-    free(at);
     return rc;
 }
 
@@ -2247,7 +2180,7 @@ static int run_graph(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
     return 0;
 }
 
-/* gpu_tp.cu: the ranks launch a step together or not at all */
+/* gpu_tp.cu: the ranks launch a step's graph together or not at all */
 static int coll_launch(const gpu_exe *x, int rc, rlx_diag *d)
 {
     for (uint32_t i = 0; i < x->n_steps; i++)
@@ -2339,14 +2272,10 @@ static int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d)
     }
     if (x->coll && x->runs == 0 && coll_check(x, d))
         return RLX_ERR_DEVICE;
-    if (x->coll && x->n_win && !x->win_state)
+    if (x->coll && x->n_win && !x->win_state && x->graphs) /* replayed: one launch a rank, all or none */
         coll_window_open(be, x);
     double t0 = be->prof ? now_ms() : 0;
-    int rc = 0;
-    if (x->graphs)
-        rc = run_graph(be, x, vp, d);
-    else if (!(x->win && (rc = coll_launch(x, 0, d)))) /* the window's kernels: every rank enqueues or none */
-        rc = enqueue_all(be, x, vp, d);
+    int rc = x->graphs ? run_graph(be, x, vp, d) : enqueue_all(be, x, vp, d);
     if (x->coll)
         rc = coll_end(be, x, rc, d);
     if (be->prof) {
