@@ -217,9 +217,10 @@ typedef struct gpu_exe {
     long runs;  /* executes so far (the profile leaves out the first: lazy kernel loading) */
     int coll;   /* has collectives: connected at the first execute, before a capture */
     int graphs; /* replays a captured graph (the backend's RLX_GRAPHS_* for this kind of program) */
-    /* collectives' buffers in one NCCL symmetric window a rank (gpu_tp_window_open): the
-     * values (win_v, with their aliases) at win_off, placed by lifetime; the value pointers
-     * with them applied (vpw). win_state: 0 not tried, 1 open, -1 none (the arena's) */
+    /* a graph-replayed program's collective buffers in one NCCL symmetric window a rank
+     * (gpu_tp_window_open): the values (win_v, with their aliases) at win_off, each buffer
+     * its own bytes; the value pointers with them applied (vpw). win_state: 0 not tried,
+     * 1 open, -1 none (the arena's) */
     int *win_v, n_win, win_state;
     size_t *win_off, win_bytes;
     void *win, *win_h, **vpw;
@@ -1247,7 +1248,7 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
     if (!be->fuse)
         for (uint32_t i = 0; i < x->n_steps; i++)
             x->steps[i].head = x->steps[i].pre_add = x->steps[i].taker = -1;
-    if (x->coll && coll_window_plan(x, prog) != 0) {
+    if (x->coll && x->graphs && coll_window_plan(x, prog) != 0) {
         set_diag(d, RLX_ERR_NOMEM, "out of memory");
         gpu_release(bep, x);
         return RLX_ERR_NOMEM;
