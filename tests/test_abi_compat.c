@@ -115,6 +115,37 @@ START_TEST(backend_1_0_runs)
 }
 END_TEST
 
+/* rlx_backend_options.graphs (tests/plugins/tp-graphs.c echoes it): each phase's profile
+ * decides for its programs. The LLaMA presets replay graphs in decode only (2); one
+ * profile for both phases gives all (1) or none (0). */
+START_TEST(backend_graphs_by_phase)
+{
+    static const char *const names[] = {"tp-graphs", NULL};
+    static const struct { const char *profile; const char *msg; } cases[] = {
+        {NULL, "tp-graphs: given graphs 2"},
+        {"llama32_decode", "tp-graphs: given graphs 1"},
+        {"llama32_prefill", "tp-graphs: given graphs 0"},
+    };
+    char *dir = tp_dir(names), plugins[8192];
+    snprintf(plugins, sizeof plugins, "%s:%s", getenv("RLX_PLUGIN_PATH"), dir);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rlx_model_options o;
+        rlx_model_options_init(&o);
+        o.plugin_path = plugins;
+        o.backend = "tp-graphs";
+        o.profile = cases[i].profile;
+        rlx_model *m = NULL;
+        rlx_diag d;
+        rlx_diag_init(&d);
+        ck_assert_int_eq(rlx_model_open(tu_fixture("llama32-tiny"), &o, &m, &d), RLX_ERR_UNSUPPORTED);
+        ck_assert_ptr_null(m);
+        ck_assert_str_eq(d.msg, cases[i].msg);
+    }
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("abi_compat");
@@ -122,6 +153,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, recipe_1_0_runs);
     tcase_add_test(tc, backend_1_0_runs);
+    tcase_add_test(tc, backend_graphs_by_phase);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
