@@ -226,6 +226,15 @@ typedef struct gpu_exe {
     void *win, *win_h, **vpw;
 } gpu_exe;
 
+/* the program's first connected collective: its link names the rank and group (gpu_tp.cu) */
+static const gpu_tp_link *coll_link(const gpu_exe *x)
+{
+    for (uint32_t i = 0; i < x->n_steps; i++)
+        if (x->steps[i].tp.comm)
+            return &x->steps[i].tp;
+    return NULL;
+}
+
 typedef struct gpu_be {
     int device;
     gpuStream_t stream;
@@ -1053,11 +1062,8 @@ static void gpu_release(void *bep, void *exep)
         return;
     if (x->has_graph)
         (void)gpuGraphExecDestroy(x->graph);
-    for (uint32_t i = 0; x->win && i < x->n_steps; i++) /* before the links: it needs their communicator */
-        if (x->steps[i].tp.comm) {
-            gpu_tp_window_close(&x->steps[i].tp, x->win, x->win_h);
-            break;
-        }
+    if (x->win && coll_link(x)) /* before the links: it needs their communicator */
+        gpu_tp_window_close(coll_link(x), x->win, x->win_h);
     for (uint32_t i = 0; x->coll && i < x->n_steps; i++) /* gpu_tp.cu */
         gpu_tp_release(&x->steps[i].tp);
     if (x->scratch)
@@ -1350,9 +1356,6 @@ static int attn_in_group(const gpu_exe *x, const rlx_program *prog, int i)
     return nmm >= 2 && nrc >= 1 ? j : 0;
 }
 
-/* Products and rope outputs of the group [g0, g1) that nothing outside it reads move to
- * private scratch (the group runs at its last step: in their arena bytes the schedule
- * may keep other values meanwhile); the rest are written where the arena put them. */
 /* Appends every value stored in root r's bytes (r and its aliases) to vs/offs, at base
  * plus its offset along the alias chain: they move together. */
 static int move_root(const gpu_exe *x, const rlx_program *prog, int r, size_t base, int **vs, size_t **offs,
@@ -1391,6 +1394,9 @@ static int movable(const gpu_exe *x, const rlx_program *prog, int r)
     return 1;
 }
 
+/* Products and rope outputs of the group [g0, g1) that nothing outside it reads move to
+ * private scratch (the group runs at its last step: in their arena bytes the schedule
+ * may keep other values meanwhile); the rest are written where the arena put them. */
 static int attn_in_scratch(gpu_exe *x, const rlx_program *prog, int g0, int g1)
 {
     size_t off = 0;
@@ -2184,15 +2190,12 @@ static int run_graph(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
 /* gpu_tp.cu: the ranks launch a step's graph together or not at all */
 static int coll_launch(const gpu_exe *x, int rc, rlx_diag *d)
 {
-    for (uint32_t i = 0; i < x->n_steps; i++)
-        if (x->steps[i].tp.comm) {
-            char m[384] = "";
-            if (gpu_tp_launch_barrier(&x->steps[i].tp, rc == 0, m, sizeof m) && !rc) {
-                set_diag(d, RLX_ERR_DEVICE, "%s", m);
-                rc = RLX_ERR_DEVICE;
-            }
-            break;
-        }
+    const gpu_tp_link *l = coll_link(x);
+    char m[384] = "";
+    if (l && gpu_tp_launch_barrier(l, rc == 0, m, sizeof m) && !rc) {
+        set_diag(d, RLX_ERR_DEVICE, "%s", m);
+        rc = RLX_ERR_DEVICE;
+    }
     return rc;
 }
 
@@ -2225,19 +2228,17 @@ static int coll_check(const gpu_exe *x, rlx_diag *d)
  * none, to compare); without one they run on the arena's buffers */
 static void coll_window_open(gpu_be *be, gpu_exe *x)
 {
-    const gpu_tp_link *l = NULL;
-    for (uint32_t i = 0; !l && i < x->n_steps; i++)
-        if (x->steps[i].tp.comm)
-            l = &x->steps[i].tp;
+    const gpu_tp_link *l = coll_link(x);
     const char *e = getenv("RLX_TP_SYMMETRIC");
     char m[384] = "off (RLX_TP_SYMMETRIC=0)";
     x->win_state = -1;
     if (l && !(e && !strcmp(e, "0")) && gpu_tp_window_open(l, x->win_bytes, &x->win, &x->win_h, m, sizeof m) == 0)
         x->win_state = 1;
-    if (be->prof || getenv("RLX_TP_PROFILE"))
+    const int say = be->prof || getenv("RLX_TP_PROFILE");
+    if (say)
         fprintf(stderr, "%s rank %d: %s program: %s\n", RLX_GPU_VENDOR, l ? l->rank : -1, x->decode ? "decode" : "prefill",
                 x->win_state > 0 ? "collectives in a symmetric window" : m);
-    if (x->win_state > 0 && (be->prof || getenv("RLX_TP_PROFILE")))
+    if (say && x->win_state > 0)
         fprintf(stderr, "%s rank %d: window of %zu bytes, %d values\n", RLX_GPU_VENDOR, l->rank, x->win_bytes, x->n_win);
     (void)gpuSetDevice(be->device);
 }
@@ -2245,10 +2246,7 @@ static void coll_window_open(gpu_be *be, gpu_exe *x)
 /* gpu_tp.cu: a step with collectives ends when its stream drains, or fails in bounded time */
 static int coll_end(gpu_be *be, const gpu_exe *x, int rc, rlx_diag *d)
 {
-    const gpu_tp_link *l = NULL;
-    for (uint32_t i = 0; !l && i < x->n_steps; i++)
-        if (x->steps[i].tp.comm)
-            l = &x->steps[i].tp;
+    const gpu_tp_link *l = coll_link(x);
     char m[384];
     if (l && rc)
         gpu_tp_fail(l, d && d->msg[0] ? d->msg : "a step failed");
@@ -2273,7 +2271,7 @@ static int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d)
     }
     if (x->coll && x->runs == 0 && coll_check(x, d))
         return RLX_ERR_DEVICE;
-    if (x->coll && x->n_win && !x->win_state && x->graphs) /* replayed: one launch a rank, all or none */
+    if (x->n_win && !x->win_state) /* planned for graph-replayed programs: one launch a rank, all or none */
         coll_window_open(be, x);
     double t0 = be->prof ? now_ms() : 0;
     int rc = x->graphs ? run_graph(be, x, vp, d) : enqueue_all(be, x, vp, d);
