@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "rlx/rlx.h"
+#include "bench_peer.h"
 #include "bench_reference.h"
 #include "bench_sessions.h"
 #include "bench_tp.h"
@@ -44,8 +45,10 @@ static const char help[] =
     "                       each must see the logits it sees alone (exit 1 if not); times both\n"
     "  --no-reference       skip the same-run ceilings (CPU: read GB/s, OpenBLAS sgemm; GPU: device\n"
     "                       copy GB/s, the vendor GEMM at [T, hidden, intermediate])\n"
-    "  --peer-llamacpp BIN  after rlx, run llama.cpp's llama-bench BIN on --peer-gguf FILE\n"
-    "                       (-p T -n N -t threads -r reps) and print the ratios rlx/llama.cpp\n"
+    "  --peer-llamacpp BIN  after each of rlx's timed reps, run llama.cpp's llama-bench BIN once on\n"
+    "                       --peer-gguf FILE (-p T -n N -t threads -r 1), so both are measured in the\n"
+    "                       same minutes; prints its medians and rlx/llama.cpp as the median of the\n"
+    "                       per-rep ratios\n"
     "  --peer-gguf FILE     the GGUF with the same shapes (and 16-bit or f32 weights) as the model\n"
     "  --json               {\"prefill_tokens_per_s\",\"decode_tokens_per_s\",\"prefill_gflops\",\n"
     "                        \"decode_gb_per_s\",\"threads\",\"backend\",\"reps\",\"batch\",\"prefill_flops\",\n"
@@ -54,7 +57,9 @@ static const char help[] =
     "                       \"read_scalar_gb_per_s\",\"sgemm_gflops\",\"sgemm_mkn\"},\n"
     "                       \"decode_vs_read_bandwidth\", \"decode_floor_tokens_per_s\", \"floor_source\" and\n"
     "                       \"prefill_vs_sgemm\"; with a peer, \"peer\":{\"prefill_tokens_per_s\",\n"
-    "                       \"decode_tokens_per_s\",\"gguf\"}, \"prefill_vs_peer\", \"decode_vs_peer\"; with\n"
+    "                       \"decode_tokens_per_s\",\"gguf\",\"peer_schedule\"} (medians; \"interleaved\"),\n"
+    "                       \"prefill_vs_peer\", \"decode_vs_peer\" (medians of per-rep ratios),\n"
+    "                       \"prefill_vs_peer_reps\", \"decode_vs_peer_reps\" (the ratios in rep order); with\n"
     "                       --sessions, \"sessions\":{\"k\",\"identical\",\"threads_ms\",\"alone_ms\"}; on a GPU,\n"
     "                       \"reference\":{\"copy_gb_per_s\",\"gemm_gflops\",\"gemm_mkn\",\"gemm_dtype\",\n"
     "                       \"gemm_library\"}, \"decode_vs_copy_bandwidth\", \"decode_floor_tokens_per_s\",\n"
@@ -246,47 +251,6 @@ static double linear_params(const rlx_model_config *m)
     return (double)m->num_layers * (H * q * 2 + H * kv * 2 + 3 * H * I) + (double)m->vocab_size * H;
 }
 
-/* llama.cpp's llama-bench on the peer GGUF, same prompt/decode lengths, threads and reps:
- * its pp and tg tokens/s (-o json: one object per test with n_prompt, n_gen, avg_ts) */
-static int run_peer(const bench_args *a, int threads, double *pp, double *tg, rlx_diag *d)
-{
-    char cmd[8192];
-    *pp = *tg = 0;
-    snprintf(cmd, sizeof cmd, "'%s' -m '%s' -p %lld -n %lld -t %d -r %lld -o json 2>/dev/null", a->peer_bin,
-             a->peer_gguf, a->prefill, a->decode, threads, a->reps);
-    FILE *p = popen(cmd, "r");
-    if (!p) return rlx_diag_set(d, RLX_ERR_IO, "%s: cannot run", a->peer_bin);
-    size_t cap = 1 << 16, len = 0, got;
-    char *buf = malloc(cap);
-    while (buf && (got = fread(buf + len, 1, cap - len - 1, p)) > 0) {
-        len += got;
-        if (len + 1 == cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) break;
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    int st = pclose(p);
-    if (!buf) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
-    buf[len] = 0;
-    json_error_t e;
-    json_t *j = json_loads(buf, 0, &e);
-    free(buf);
-    if (!j || !json_is_array(j)) {
-        if (j) json_decref(j);
-        return rlx_diag_set(d, RLX_ERR_IO, "%s on %s: exit %d, no JSON array on stdout", a->peer_bin, a->peer_gguf, st);
-    }
-    for (size_t i = 0; i < json_array_size(j); i++) {
-        json_t *o = json_array_get(j, i);
-        double ts = json_number_value(json_object_get(o, "avg_ts"));
-        if (json_integer_value(json_object_get(o, "n_prompt")) > 0) *pp = ts;
-        else if (json_integer_value(json_object_get(o, "n_gen")) > 0) *tg = ts;
-    }
-    json_decref(j);
-    return 0;
-}
-
 static int bench(const bench_args *a, const char *dir, rlx_diag *d)
 {
     rlx_model_options mo;
@@ -321,6 +285,11 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
     if (!rc && cpu_ref && !(rdr = bench_reader_new(rlx_model_threads(m), (size_t)512 << 20)))
         rc = rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory for the 512 MiB read reference");
     bench_read rd_last = {0, 0, ""};
+    /* the peer runs after each rep, in the minutes rlx's rep saw (this host's bandwidth drifts) */
+    bench_peer *peer = NULL;
+    if (!rc && a->peer_bin &&
+        !(peer = bench_peer_new(a->peer_bin, a->peer_gguf, a->prefill, a->decode, rlx_model_threads(m), (int)a->reps)))
+        rc = rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     /* one warm-up round compiles both programs */
     for (long long r = -1; r < a->reps && !rc; r++) {
         double t0 = run_now_ms();
@@ -347,6 +316,9 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
             rd_w[r] = rd_last.gbps;
             rd_s[r] = rd_last.scalar_gbps;
         }
+        if (r >= 0 && peer && !rc)
+            rc = bench_peer_rep(peer, (int)r, pre[r] > 0 ? (double)(T * B) * 1e3 / pre[r] : 0,
+                                dec[r] > 0 ? (double)(N * B) * 1e3 / dec[r] : 0, d);
     }
     if (!rc) {
         int nr = (int)a->reps;
@@ -401,8 +373,6 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
         }
         rlx_memory mem;
         if ((rc = rlx_model_memory(m, &mem, d)) != 0) goto done;
-        double peer_pp = 0, peer_tg = 0;
-        if (a->peer_bin && (rc = run_peer(a, rlx_model_threads(m), &peer_pp, &peer_tg, d)) != 0) goto done;
         bench_sessions_result ss = {0};
         if (a->sessions && (rc = bench_sessions(m, T, N, (int)a->sessions, (uint64_t)a->seed, &ss, d)) != 0) goto done;
         if (a->json) {
@@ -453,12 +423,7 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
                                                        "device_free_bytes", (json_int_t)mem.free_bytes,
                                                        "device_total_bytes", (json_int_t)mem.total_bytes,
                                                        "device", mem.device));
-            if (a->peer_bin) {
-                json_object_set_new(o, "peer", json_pack("{s:f,s:f,s:s}", "prefill_tokens_per_s", peer_pp,
-                                                         "decode_tokens_per_s", peer_tg, "gguf", a->peer_gguf));
-                json_object_set_new(o, "prefill_vs_peer", json_real(peer_pp > 0 ? p_tps / peer_pp : 0));
-                json_object_set_new(o, "decode_vs_peer", json_real(peer_tg > 0 ? d_tps / peer_tg : 0));
-            }
+            if (peer) bench_peer_json(peer, o);
             if (a->sessions)
                 json_object_set_new(o, "sessions", json_pack("{s:i,s:i,s:f,s:f}", "k", ss.sessions, "identical",
                                                              ss.identical, "threads_ms", ss.together_ms,
@@ -494,11 +459,7 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
                        (long long)cfg->intermediate_size, dc.gemm_gflops, dc.gemm_library,
                        dc.gemm_gflops > 0 ? 100.0 * gflops / dc.gemm_gflops : 0.0);
             run_print_memory(stdout, &mem);
-            if (a->peer_bin)
-                printf("peer llama.cpp (%s, same run): pp%lld %.1f tok/s, tg%lld %.1f tok/s -> rlx/llama.cpp "
-                       "prefill %.2fx, decode %.2fx\n",
-                       a->peer_gguf, a->prefill, peer_pp, a->decode, peer_tg, peer_pp > 0 ? p_tps / peer_pp : 0,
-                       peer_tg > 0 ? d_tps / peer_tg : 0);
+            if (peer) bench_peer_print(peer, stdout);
             if (a->sessions)
                 printf("sessions %d x (%lld + %lld tokens) from %d threads: %d identical to each alone; %.1f ms "
                        "(alone, one after another: %.1f ms)\n", ss.sessions, (long long)T, (long long)N, ss.sessions,
@@ -518,6 +479,7 @@ done:
     free(rd_s);
     free(ratio);
     bench_reader_free(rdr);
+    bench_peer_free(peer);
     rlx_model_close(m);
     return rc < 0 ? -1 : rc ? 1 : 0;
 }

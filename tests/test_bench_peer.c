@@ -1,0 +1,126 @@
+/* rlx-bench --peer-llamacpp runs the peer once (-r 1) after each of its reps, so both are
+ * measured in the same minutes, and reports the median of the per-rep ratios. A fake
+ * llama-bench (a shell script) logs its calls and prints llama-bench's JSON, other
+ * figures each call: llama.cpp itself is not needed. */
+#include <check.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "testutil.h"
+
+/* dir/name, executable, with body after the #! line */
+static const char *script(const char *dir, const char *name, const char *body)
+{
+    static char path[2][4200];
+    static int slot;
+    char *p = path[slot++ % 2];
+    snprintf(p, 4200, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    ck_assert_msg(f != NULL, "cannot write %s", p);
+    fprintf(f, "#!/bin/sh\n%s", body);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(chmod(p, 0755), 0);
+    return p;
+}
+
+/* call n (1, 2, 3, ...): pp 100n + 0.5 and tg 10n^2 + 0.25 tok/s; each call's args logged */
+static const char fake_body[] =
+    "d=$(dirname \"$0\")\n"
+    "echo \"$*\" >> \"$d/calls.log\"\n"
+    "n=$(( $(cat \"$d/count\" 2>/dev/null || echo 0) + 1 ))\n"
+    "echo $n > \"$d/count\"\n"
+    "printf '[{\"n_prompt\":8,\"n_gen\":0,\"avg_ts\":%d.5},{\"n_prompt\":0,\"n_gen\":4,\"avg_ts\":%d.25}]\\n' "
+    "$((100 * n)) $((10 * n * n))\n";
+
+static tu_result bench(const char *fake)
+{
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "'%s' --config '%s' --prefill 8 --decode 4 --reps 3 --threads 1 --json "
+             "--peer-llamacpp '%s' --peer-gguf x.gguf", tu_tool("tools/rlx-bench"),
+             tu_fixture("llama32-tiny/config.json"), fake);
+    return tu_run(cmd, 300);
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+START_TEST(peer_runs_after_each_rep)
+{
+    char *tmp = tu_mkdtemp();
+    tu_result r = bench(script(tmp, "llama-bench", fake_body));
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    json_error_t e;
+    json_t *o = json_loads(r.out, 0, &e);
+    ck_assert_msg(o != NULL, "no JSON: %s", r.out);
+
+    /* three calls, each one rep with rlx's lengths and threads */
+    char log[4200];
+    snprintf(log, sizeof log, "%s/calls.log", tmp);
+    char *calls = tu_read_file(log, NULL);
+    ck_assert_msg(calls != NULL, "the fake llama-bench never ran");
+    int n = 0;
+    for (char *line = strtok(calls, "\n"); line; line = strtok(NULL, "\n"), n++)
+        ck_assert_msg(strstr(line, "-m x.gguf -p 8 -n 4 -t 1 -r 1 -o json") != NULL, "call %d: %s", n + 1, line);
+    ck_assert_msg(n == 3, "llama-bench ran %d times, want once after each of 3 reps", n);
+    free(calls);
+
+    char *js = json_dumps(o, JSON_COMPACT);
+    json_t *peer = json_object_get(o, "peer");
+    ck_assert_msg(json_is_string(json_object_get(peer, "peer_schedule")), "no peer.peer_schedule: %s", js);
+    ck_assert_str_eq(json_string_value(json_object_get(peer, "peer_schedule")), "interleaved");
+    /* the peer's figures are the medians of its three calls: pp 200.5, tg 40.25 */
+    ck_assert_msg(json_number_value(json_object_get(peer, "prefill_tokens_per_s")) == 200.5, "%s", js);
+    ck_assert_msg(json_number_value(json_object_get(peer, "decode_tokens_per_s")) == 40.25, "%s", js);
+
+    /* the ratios are the medians of the per-rep ratios, kept in rep order */
+    const char *keys[2][2] = {{"decode_vs_peer_reps", "decode_vs_peer"}, {"prefill_vs_peer_reps", "prefill_vs_peer"}};
+    for (int k = 0; k < 2; k++) {
+        json_t *reps = json_object_get(o, keys[k][0]);
+        ck_assert_msg(json_is_array(reps) && json_array_size(reps) == 3, "%s: not 3 entries: %s", keys[k][0], js);
+        double v[3];
+        for (int i = 0; i < 3; i++) {
+            v[i] = json_number_value(json_array_get(reps, (size_t)i));
+            ck_assert_msg(v[i] > 0, "%s[%d] = %g", keys[k][0], i, v[i]);
+        }
+        qsort(v, 3, sizeof *v, cmp);
+        double got = json_number_value(json_object_get(o, keys[k][1]));
+        ck_assert_msg(got == v[1], "%s %.17g, the median of %s is %.17g: %s", keys[k][1], got, keys[k][0], v[1], js);
+    }
+    free(js);
+    json_decref(o);
+    tu_result_free(&r);
+    tu_rmrf(tmp);
+    free(tmp);
+}
+END_TEST
+
+/* a llama-bench that fails fails the bench, in one line naming it */
+START_TEST(peer_failure_fails_the_bench)
+{
+    char *tmp = tu_mkdtemp();
+    const char *fake = script(tmp, "failing-llama-bench", "exit 1\n");
+    tu_result r = bench(fake);
+    ck_assert_msg(r.status != 0, "exit 0 with a failing peer: %s", r.out);
+    ck_assert_msg(strstr(r.err, fake) != NULL, "the error does not name %s: %s", fake, r.err);
+    char *nl = strchr(r.err, '\n');
+    ck_assert_msg(nl && nl[1] == 0, "not one line: %s", r.err);
+    tu_result_free(&r);
+    tu_rmrf(tmp);
+    free(tmp);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("bench_peer");
+    TCase *tc = tcase_create("peer");
+    tcase_add_test(tc, peer_runs_after_each_rep);
+    tcase_add_test(tc, peer_failure_fails_the_bench);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
