@@ -1424,7 +1424,9 @@ static int attn_in_scratch(gpu_exe *x, const rlx_program *prog, int g0, int g1)
 }
 
 /* Gives each collective's input and output (the temporaries among them, with their
- * aliases) its own bytes of the window, for the whole program. A peer enters a collective,
+ * aliases) its own bytes of the window, for the whole program, up to RLX_TP_WINDOW_MB
+ * (default 64: a decode program of LLaMA-3-8B widths takes 1.1 MB, its 512-row prefill
+ * 516 MiB; over it the collectives stay on the arena). A peer enters a collective,
  * and may write this rank's buffers of it, as soon as this rank has entered the collective
  * before; buffers placed by lifetime (reused once a value is dead on this rank) lost parity
  * under both eager and graph runs, so no byte holds two buffers. Each rank compiles the
@@ -1449,6 +1451,17 @@ static int coll_window_plan(gpu_exe *x, const rlx_program *prog)
             rc = move_root(x, prog, cand[c], x->win_bytes, &x->win_v, &x->win_off, &x->n_win);
             x->win_bytes += (x->vbytes[cand[c]] + 255) & ~(size_t)255;
         }
+    }
+    /* own bytes per buffer grow with the rows: a long prefill would take gigabytes */
+    const char *cap_s = getenv("RLX_TP_WINDOW_MB");
+    const double mb = cap_s && *cap_s ? atof(cap_s) : 64.0;
+    const size_t cap = mb > 0 ? (size_t)(mb * 1048576.0) : 0;
+    if (!rc && x->win_bytes > cap) {
+        if (getenv("RLX_TP_PROFILE"))
+            fprintf(stderr, "%s: %s program: collectives stay on the arena (a window would take %zu bytes, over "
+                    "RLX_TP_WINDOW_MB=%g)\n", RLX_GPU_VENDOR, x->decode ? "decode" : "prefill", x->win_bytes, mb);
+        x->n_win = 0;
+        x->win_bytes = 0;
     }
     if (!rc && x->n_win && !(x->vpw = (void **)calloc(prog->n_values + 1, sizeof(void *))))
         rc = -1;
