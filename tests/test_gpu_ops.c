@@ -1513,6 +1513,63 @@ static void decode_norm_spellings(gpu *g, int dt, int over, int nout)
     free(ry);
 }
 
+/* A collective's entry into the next GEMVs (tensor parallelism: an all-reduce makes the
+ * product, so no GEMV before the add can take it): add_rms_norm of the residual and an
+ * all-reduce's output (one rank: a copy), then one product of the norm, a GEMV or gate/up
+ * as one rlx.linear_swiglu. The
+ * GEMVs take the add and the norm in; over = 1: the sum stored over the residual, 2: over
+ * x (in place: stored once every block has read the row), else its own bytes. H past the
+ * normed row's shared memory (8200) takes the add kernel first when in place. */
+static void decode_sum_entry(gpu *g, int dt, int lsw, int over, int64_t H)
+{
+    const int64_t N = 72;
+    enum { X1, X2, R1, R2, G, WG, WU, M, X, R, S, NN, Y, NV };
+    tens t[NV] = {rand_t(dt, 2, 1, H, 0, 1), rand_t(dt, 2, 1, H, 0, 1), rand_t(dt, 2, 1, H, 0, 3),
+                  rand_t(dt, 2, 1, H, 0, 1), rand_t(dt, 1, H, 0, 0, 1), rand_t(dt, 2, N, H, 0, 1),
+                  rand_t(dt, 2, N, H, 0, 1), mk(dt, 2, 1, H, 0), mk(dt, 2, 1, H, 0), mk(dt, 2, 1, H, 0),
+                  mk(dt, 2, 1, H, 0), mk(dt, 2, 1, H, 0), mk(dt, 2, 1, N, 0)};
+    int kind[NV], share[NV];
+    for (int k = 0; k < NV; k++) {
+        kind[k] = k < M ? RLX_VALUE_INPUT : k == S || k == Y ? RLX_VALUE_OUTPUT : RLX_VALUE_TEMP;
+        share[k] = -1;
+    }
+    if (over)
+        share[S] = over == 1 ? R : X;
+    rlx_attr at = RLX_ATTR_F("eps", 1e-5);
+    rlx_attr one[3] = {RLX_ATTR_I("ranks", 1), RLX_ATTR_I("rank", 0), RLX_ATTR_I("group", 7)};
+    pnode nodes[5] = {{"rlx.mul", {X1, X2}, {M}, 2, 1, NULL, 0},
+                      {"rlx.all_reduce", {M}, {X}, 1, 1, one, 3},
+                      {"rlx.mul", {R1, R2}, {R}, 2, 1, NULL, 0},
+                      {"rlx.add_rms_norm", {R, X, G}, {S, NN}, 3, 2, &at, 1},
+                      lsw ? (pnode){"rlx.linear_swiglu", {NN, WG, WU}, {Y}, 3, 1, NULL, 0}
+                          : (pnode){"rlx.matmul", {NN, WG}, {Y}, 2, 1, NULL, 0}};
+    double *rs = dalloc(H), *ry = dalloc(N), *u = dalloc(N);
+    tens sum = mk(RLX_F32, 2, 1, H, 0);
+    for (int64_t h = 0; h < H; h++)
+        sum.f[h] = (float)(rs[h] = as_dt(dt, as_dt(dt, (double)t[R1].f[h] * t[R2].f[h]) +
+                                                 as_dt(dt, (double)t[X1].f[h] * t[X2].f[h])));
+    float *xn = ref_rms(&sum, &t[G], 0, 1, H);
+    ref_matmul(xn, t[WG].f, NULL, ry, 1, N, H, 1);
+    ref_matmul(xn, t[WU].f, NULL, u, 1, N, H, 1);
+    for (int64_t n = 0; lsw && n < N; n++)
+        ry[n] = silu_d(ry[n]) * u[n];
+    rlx_diag d;
+    char what[96];
+    snprintf(what, sizeof what, "add_rms_norm, %s %s K=%lld%s", lsw ? "linear_swiglu" : "gemv", dtn(dt),
+             (long long)H, over == 1 ? ", sum over residual" : over == 2 ? ", sum over x" : "");
+    if (run_prog(g, t, kind, share, NV, nodes, 5, &d))
+        fail_msg(g, what, d.msg);
+    else
+        report(g, what, fmax(rel_l2(&t[S], rs), rel_l2(&t[Y], ry)), tol_of(dt));
+    for (int k = 0; k < NV; k++)
+        tfree(&t[k]);
+    tfree(&sum);
+    free(xn);
+    free(rs);
+    free(ry);
+    free(u);
+}
+
 /* add then rms_norm, the norm's output stored exactly over the add's second input (a TEMP
  * the program makes: mul of two inputs), as the arena places it in decode */
 static void fused_add_norm_over(gpu *g, int dt)
@@ -1894,6 +1951,9 @@ static void test_fused(gpu *g)
             decode_mlp_entry(g, dt, over != 2 || k != 1, over);
         for (int c = 0; c < 4; c++)
             decode_norm_spellings(g, dt, c % 3, c == 3);
+        for (int c = 0; c < 6; c++)
+            decode_sum_entry(g, dt, c % 2, c / 2, 1032);
+        decode_sum_entry(g, dt, k == 1, 1 + k % 2, 8200);
     }
     fused_norm_gemv(g, 1024, RLX_BF16, 0, 1);
     fused_rope_cache(g, RLX_BF16, 16);

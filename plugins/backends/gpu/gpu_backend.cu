@@ -678,6 +678,8 @@ static int gpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
     }
     GPU_TRY(gpuStreamCreateWithFlags(&be->stream, gpuStreamNonBlocking), "stream create");
     GPU_TRY(gpuMalloc((void **)&be->err_dev, 4 * sizeof(int)), "error word alloc");
+    GPU_TRY(gpuMalloc((void **)&be->sum_last, sizeof(unsigned)), "counter alloc");
+    GPU_TRY(gpuMemsetAsync(be->sum_last, 0, sizeof(unsigned), be->stream), "counter zero");
     GPU_TRY(gpuHostAlloc((void **)&be->err_host, 4 * sizeof(int)), "pinned alloc");
     if (gpuHostAlloc((void **)&be->stage, GPU_STAGE_BYTES) != gpuSuccess) {
         be->stage = NULL; /* downloads go straight to pageable memory, slower */
@@ -716,6 +718,8 @@ static void gpu_teardown(void *bep)
     }
     if (be->err_dev)
         (void)gpuFree(be->err_dev);
+    if (be->sum_last)
+        (void)gpuFree(be->sum_last);
     if (be->err_host)
         (void)gpuFreeHost(be->err_host);
     if (be->stage)
@@ -1110,7 +1114,12 @@ static int same_bytes(const gpu_exe *x, const gpu_step *h, void *const *vp, int 
     if (h->fuse == FUSE_ADD_NORM)
         return 1;
     const gpu_step *ad = h->fuse == FUSE_GEMV_ADD ? &x->steps[h->part[0]] : NULL;
-    return ad && w == ad->out[0] && r == ad->in[ad->in[0] == h->out[0] ? 1 : 0];
+    if (ad)
+        return w == ad->out[0] && r == ad->in[ad->in[0] == h->out[0] ? 1 : 0];
+    /* a taken add's sum over its x or residual: gpu_gemv_multi stores it once every block
+     * has read both (or adds first) */
+    ad = h->pre_add >= 0 ? &x->steps[h->pre_add] : NULL;
+    return ad && w == ad->out[0] && (r == ad->in[0] || r == ad->in[1]);
 }
 
 /* May head h run steps [g0, h->g1) in one launch now (g0: its group's, or its pre_add)?
@@ -1194,8 +1203,8 @@ static gpu_gemv_seg gv_seg(const gpu_step *st, void *const *vp)
                         none, GDT_F32};
 }
 
-/* steps [j0, j1): gate, up, swiglu (one GEMV with the SwiGLU epilogue) or 1-3 GEMVs of
- * one x, over xin (normed first with pn) */
+/* steps [j0, j1): gate, up, swiglu (one GEMV with the SwiGLU epilogue), a linear_swiglu,
+ * or 1-3 GEMVs of one x, over xin (normed first with pn) */
 static void norm_gemvs(gpuStream_t s, const gpu_exe *x, int j0, int j1, gpu_ten xin, const gpu_gemv_norm *pn,
                        void *const *vp)
 {
@@ -1211,6 +1220,12 @@ static void norm_gemvs(gpuStream_t s, const gpu_exe *x, int j0, int j1, gpu_ten 
         gpu_gemv_multi(s, xin, tin(up, vp, 1), sg, 1, a->rows, a->k, pn);
         return;
     }
+    if (a->op == OP_LINEAR_SWIGLU) { /* in[2] is w_up, not a bias */
+        sg[0] = gv_seg(a, vp);
+        sg[0].bias = none;
+        gpu_gemv_multi(s, xin, tin(a, vp, 2), sg, 1, a->rows, a->k, pn);
+        return;
+    }
     int ns = 0;
     for (int j = j0; j < j1 && ns < GPU_GEMV_SEGS; j++)
         sg[ns++] = gv_seg(&x->steps[j], vp);
@@ -1224,7 +1239,7 @@ static void run_fused(gpu_be *be, gpu_exe *x, const gpu_step *h, void *const *vp
     const gpu_ten none = {NULL, GDT_F32};
     const gpu_step *nm = h->nrm >= 0 ? &x->steps[h->nrm] : NULL;
     void *const *vx = h->fuse == FUSE_ATTN_IN ? x->vp2 : vp;
-    gpu_gemv_norm gn = {nm ? tin(nm, vx, 1) : none, nm ? nm->f0 : 0.0f, nm ? nm->i0 : 0, none, none};
+    gpu_gemv_norm gn = {nm ? tin(nm, vx, 1) : none, nm ? nm->f0 : 0.0f, nm ? nm->i0 : 0, none, none, be->sum_last};
     const gpu_gemv_norm *pn = nm ? &gn : NULL;
     const int hi = (int)(h - x->steps);
     gpu_ten xn = nm ? tin(nm, vp, 0) : none; /* the x a norm of the group reads */
@@ -1269,8 +1284,8 @@ static void run_fused(gpu_be *be, gpu_exe *x, const gpu_step *h, void *const *vp
             first = first ? first : st;
             sg[ns++] = gv_seg(st, x->vp2);
         }
-        gpu_gemv_multi(s, nm ? tin(nm, x->vp2, 0) : tin(first, x->vp2, 0), none, sg, ns, first->rows,
-                       first->k, pn);
+        gpu_gemv_multi(s, h->add_now ? xn : nm ? tin(nm, x->vp2, 0) : tin(first, x->vp2, 0), none, sg, ns,
+                       first->rows, first->k, pn);
         run_rope_cache(be, x, h, x->vp2);
         break;
     }
@@ -1451,8 +1466,9 @@ static int enqueue_all(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
         x->steps[i].fused_now = x->steps[i].fuse && fuse_safe(x, &x->steps[i], vp);
     for (uint32_t i = 0; i < x->n_steps; i++) { /* an add its GEMV could not take, taken after */
         gpu_step *h = &x->steps[i];
-        h->add_now = be->late_add && h->pre_add >= 0 && h->fused_now &&
-                     !x->steps[x->steps[h->pre_add].head].fused_now && fuse_safe_from(x, h, vp, h->pre_add);
+        const gpu_step *ad = h->pre_add >= 0 ? &x->steps[h->pre_add] : NULL;
+        h->add_now = be->late_add && ad && h->fused_now && (ad->head < 0 || !x->steps[ad->head].fused_now) &&
+                     fuse_safe_from(x, h, vp, h->pre_add);
     }
     for (uint32_t i = 0; i < x->n_steps; i++) {
         gpu_step *st = &x->steps[i];

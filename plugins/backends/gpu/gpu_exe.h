@@ -193,6 +193,7 @@ typedef struct gpu_be {
     int norm_rows;
     int sms; /* multiprocessors: sizes the decode attention split */
     int *err_dev;  /* {code, value, node} */
+    unsigned *sum_last; /* zero between launches: a GEMV storing an add's sum in place counts its blocks */
     int *err_host; /* pinned copy */
     char *stage;   /* pinned staging for downloads (NULL: copy straight to the caller) */
     struct gpu_prof *prof; /* RLX_GPU_PROFILE=1 */

@@ -229,7 +229,7 @@ static int norm_feeds(const gpu_exe *x, const rlx_program *prog, const int *uses
         const gpu_step *st = &x->steps[j];
         for (int q = 0; q < st->n_in; q++)
             if (x->root[st->in[q]] == h) {
-                if (!(st->op == OP_MATMUL && st->gemv && q == 0 && st->in[0] == h &&
+                if (!((st->op == OP_MATMUL || st->op == OP_LINEAR_SWIGLU) && st->gemv && q == 0 && st->in[0] == h &&
                       st->k == nm->n && st->rows == nm->rows))
                     return 0;
                 cnt++;
@@ -260,9 +260,40 @@ static int norm_group_end(const gpu_exe *x, const rlx_program *prog, const int *
     j1 = attn_in_group(x, prog, i1);
     if (!j1 && glu_at(x, uses, i1))
         j1 = i1 + 3;
+    if (!j1 && x->steps[i1].op == OP_LINEAR_SWIGLU && x->steps[i1].gemv)
+        j1 = i1 + 1; /* gate/up with the SwiGLU epilogue, as the fusable policy spells it */
     if (!j1 && !gemv_add_at(x, prog, uses, i1))
         j1 = gemvs_end(x, i1); /* a GEMV, or several of the same x */
     return j1 && norm_feeds(x, prog, uses, i, i1, j1) ? j1 : 0;
+}
+
+/* Is an input of step i an all-reduce's output (the last write of its bytes before i)? */
+static int reads_all_reduce(const gpu_exe *x, int i)
+{
+    const gpu_step *a = &x->steps[i];
+    for (int q = 0; q < a->n_in; q++)
+        for (int j = i - 1; j >= 0; j--)
+            if (x->root[x->steps[j].out[0]] == x->root[a->in[q]]) {
+                if (x->steps[j].op == OP_ALL_REDUCE)
+                    return 1;
+                break;
+            }
+    return 0;
+}
+
+/* The add before norm step nrm, whose sum the norm reads, when a GEMV + add group holds it
+ * or it stands alone: head hi's one-row GEMVs may take it in at execute (add_now). */
+static void pre_add_at(gpu_exe *x, int hi, int nrm, int64_t rows)
+{
+    if (nrm < 1 || rows != 1)
+        return;
+    gpu_step *ad = &x->steps[nrm - 1];
+    if (ad->op != OP_ADD || ad->out[0] != x->steps[nrm].in[0] || ad->n != ad->nb)
+        return;
+    if (ad->head >= 0 ? x->steps[ad->head].fuse != FUSE_GEMV_ADD : ad->fuse != FUSE_NONE)
+        return;
+    x->steps[hi].pre_add = nrm - 1;
+    ad->taker = hi;
 }
 
 /* Groups consecutive steps whose work one launch can do (see FUSE_*). Reads of each value
@@ -314,7 +345,19 @@ int fuse_steps(gpu_exe *x, const rlx_program *prog)
                 x->steps[m].head = j1 - 1;
             }
             x->n_fused[FUSE_ATTN_IN]++;
+            if (nrm >= 0)
+                pre_add_at(x, j1 - 1, nrm, a->rows);
             i = j1 - 1;
+            continue;
+        }
+        if (nrm < 0 && add_norm_at(x, i) && x->steps[i + 1].rows == 1 && reads_all_reduce(x, i) &&
+            norm_group_end(x, prog, uses, i + 1)) {
+            /* an all-reduced product has no GEMV before it to add it: the one-row GEMVs after
+             * the norm take the add in too (other adds keep the add_rms_norm kernel, whose
+             * 16-bit normed row the GEMVs read: Gemma 3's f16 logits drift past transformers'
+             * yardstick when its norms are taken in) */
+            a->g0 = i;
+            a->g1 = i + 1;
             continue;
         }
         if (nrm < 0 && add_norm_at(x, i)) {
@@ -336,6 +379,8 @@ int fuse_steps(gpu_exe *x, const rlx_program *prog)
             }
             if (np || nrm >= 0)
                 a->fuse = FUSE_GEMVS;
+        } else if (a->op == OP_LINEAR_SWIGLU && a->gemv && nrm >= 0) {
+            a->fuse = FUSE_GEMVS; /* alone, with the norm */
         } else if (rc_step_ok(a)) {
             /* an input made earlier in the group must be a rope's output that a cache write
              * stores (the launch writes both from the same values) */
@@ -378,14 +423,8 @@ int fuse_steps(gpu_exe *x, const rlx_program *prog)
             nrm = -1;
         }
         a->nrm = nrm;
-        if (nrm > 0 && (a->fuse == FUSE_GLU || a->fuse == FUSE_GEMVS) && a->rows == 1) { /* one row: k_gemv */
-            gpu_step *ad = &x->steps[nrm - 1];
-            if (ad->op == OP_ADD && ad->head >= 0 && x->steps[ad->head].fuse == FUSE_GEMV_ADD &&
-                ad->out[0] == x->steps[nrm].in[0] && ad->n == ad->nb) {
-                a->pre_add = nrm - 1;
-                ad->taker = i;
-            }
-        }
+        if (nrm > 0 && (a->fuse == FUSE_GLU || a->fuse == FUSE_GEMVS)) /* one row: k_gemv */
+            pre_add_at(x, i, nrm, a->rows);
         a->g0 = nrm >= 0 ? nrm : i;
         a->g1 = i + np + 1;
         if (a->fuse)

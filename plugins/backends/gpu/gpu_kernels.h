@@ -166,9 +166,12 @@ typedef struct gpu_gemv_norm {
     gpu_ten g;
     float eps;
     int add_one;
-    /* res.p set (M = 1 only): x is x + res first, rounded to sum's dtype and stored in sum
-     * (an add the norm reads: its sum must overlap nothing the launch reads) */
+    /* res.p set (M = 1 only): x is x + res first, rounded to sum's dtype and stored in sum.
+     * sum may be stored exactly over x or res (in place): then the launch's last block to
+     * have read the row stores it (last: a zeroed counter the launch leaves zero), or, where
+     * the row is not kept in shared memory or last is NULL, an add kernel runs first */
     gpu_ten res, sum;
+    unsigned *last;
 } gpu_gemv_norm;
 void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *seg, int nseg,
                     int64_t M, int64_t K, const gpu_gemv_norm *nrm);

@@ -99,6 +99,8 @@ typedef struct gv_segs {
     int64_t end[GPU_GEMV_SEGS];
     int n;
     gpu_ten g, xres, xsum; /* xres.p: x + xres, rounded to xsum.dt, is the x (stored there too) */
+    unsigned *last;        /* set: xsum is stored by the last block past the prologue (in place) */
+    int64_t xsum_n;        /* K */
     float eps;
     int add_one;
     int xsm; /* one row, VEC, a norm: the block builds the normed row in K floats of dynamic
@@ -120,6 +122,24 @@ __device__ __forceinline__ void gv_round(w8<WD> *wv, w8<WD> *uv, const void *w, 
             if (GLU)
                 w8_load<WD>(uv[GLU ? u : 0], wu, row + k0 + u * 256 * KS);
         }
+}
+
+/* The block that arrives last (every block has read x and the residual into its normed
+ * row) stores their sum, then leaves the counter zero for the next launch. */
+__device__ __forceinline__ void gv_sum_last(const gpu_ten &x, const gv_segs &sg)
+{
+    __shared__ unsigned arrived;
+    if (threadIdx.x == 0) {
+        __threadfence();
+        arrived = atomicAdd(sg.last, 1u);
+    }
+    __syncthreads();
+    if (arrived != gridDim.x - 1)
+        return;
+    for (int64_t i = threadIdx.x; i < sg.xsum_n; i += blockDim.x)
+        stt(sg.xsum, i, ldt(x, i) + ldt(sg.xres, i));
+    if (threadIdx.x == 0)
+        *sg.last = 0;
 }
 
 /* VEC: K % 8 == 0 and every row 16-byte aligned; else one element per lane per step.
@@ -174,7 +194,7 @@ __global__ __launch_bounds__((MB == 1 ? GV_WARPS_MAX : GV_WARPS) * 32) static vo
         }
     }
     RLX_PDL_WAIT(); /* x, bias and residual may come from the kernel before */
-    if (MB == 1 && sg.xres.p) /* the add's sum as the add kernel stores it, an element a thread */
+    if (MB == 1 && sg.xres.p && !(pre && sg.last)) /* the add's sum as the add kernel stores it, an element a thread */
         for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < K; i += (int64_t)gridDim.x * blockDim.x)
             stt(sg.xsum, i, ldt(x, i) + ldt(sg.xres, i));
     extern __shared__ float4 xsm4[];
@@ -203,6 +223,8 @@ __global__ __launch_bounds__((MB == 1 ? GV_WARPS_MAX : GV_WARPS) * 32) static vo
 #pragma unroll
         for (int w = 0; w < GV_WARPS_MAX; w++)
             ssb += w < nw ? wss[w] : 0.0f;
+        if (sg.last) /* the sum over x or the residual: stored once every block has read both */
+            gv_sum_last(x, sg);
     }
     if (!live) {
     } else if (VEC) {
@@ -401,6 +423,14 @@ static void launch_glu(gpuStream_t s, bool vec, int wdt, gpu_ten x, const gv_seg
         launch_w<GDT_F32, GLU>(s, vec, x, sg, wu, M, K);
 }
 
+/* do K elements of a and b share bytes? */
+static bool gv_overlap(gpu_ten a, gpu_ten b, int64_t K)
+{
+    const char *pa = (const char *)a.p, *pb = (const char *)b.p;
+    const int64_t na = K * (a.dt == GDT_F32 ? 4 : 2), nb = K * (b.dt == GDT_F32 ? 4 : 2);
+    return pa && pb && pa < pb + nb && pb < pa + na;
+}
+
 void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *seg, int nseg,
                     int64_t M, int64_t K, const gpu_gemv_norm *nrm)
 {
@@ -424,12 +454,22 @@ void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *se
         sg.add_one = nrm->add_one;
         sg.xres = nrm->res;
         sg.xsum = nrm->sum;
+        sg.xsum_n = K;
         al |= (uintptr_t)nrm->g.p | (uintptr_t)nrm->res.p;
     }
     if (end <= 0)
         return;
     bool vec = K % 8 == 0 && al % 16 == 0;
     sg.xsm = nrm && vec && M == 1 && K * 4 <= GV_XSM_MAX && gv_opt()->xsm;
+    if (nrm && nrm->res.p && M == 1 && (gv_overlap(nrm->sum, x, K) || gv_overlap(nrm->sum, nrm->res, K))) {
+        if (sg.xsm && nrm->last) { /* in place: the last block stores the sum */
+            sg.last = nrm->last;
+        } else { /* in place and the row not kept: the add first, then the GEMVs read its sum */
+            gpu_binary_t(s, GB_ADD, x, nrm->res, nrm->sum, K, K);
+            x = nrm->sum;
+            sg.xres = sg.xsum = gpu_ten{NULL, GDT_F32};
+        }
+    }
     sg.early = vec && gv_opt()->early;
     if (wu.p)
         launch_glu<true>(s, vec, seg[0].w.dt, x, sg, wu.p, M, K);
