@@ -1375,6 +1375,17 @@ static float *ref_entry_norm(int dt, const tens *x1, const tens *x2, const tens 
     return xn;
 }
 
+/* y = xn·Wgᵀ, or silu(xn·Wgᵀ) * (xn·Wuᵀ) when glu: the reference of a gate/up product */
+static void ref_gate_up(const float *xn, const tens *wg, const tens *wu, double *ry, int64_t N, int64_t H, int glu)
+{
+    double *u = dalloc(N);
+    ref_matmul(xn, wg->f, NULL, ry, 1, N, H, 1);
+    ref_matmul(xn, wu->f, NULL, u, 1, N, H, 1);
+    for (int64_t n = 0; glu && n < N; n++)
+        ry[n] = silu_d(ry[n]) * u[n];
+    free(u);
+}
+
 /* The decode MLP's entry as the llama flow emits it: o projection, add_rms_norm of its
  * product and the residual, gate and up + swiglu (glu: one fused GEMV) or one product of the
  * norm, with outputs over inputs that are dead by then, as the arena may place them. x and
@@ -1406,12 +1417,9 @@ static void decode_mlp_entry(gpu *g, int dt, int glu, int over)
                       {"rlx.matmul", {NN, WG}, {glu ? GT : Y}, 2, 1, NULL, 0},
                       {"rlx.matmul", {NN, WU}, {UP}, 2, 1, NULL, 0},
                       {"rlx.swiglu", {GT, UP}, {Y}, 2, 1, NULL, 0}};
-    double *p = dalloc(H), *rs = dalloc(H), *ry = dalloc(N), *u = dalloc(N);
+    double *p = dalloc(H), *rs = dalloc(H), *ry = dalloc(N);
     float *xn = ref_entry_norm(dt, &t[X1], &t[X2], &t[WO], &t[R1], &t[R2], &t[G], K, H, p, rs);
-    ref_matmul(xn, t[WG].f, NULL, ry, 1, N, H, 1);
-    ref_matmul(xn, t[WU].f, NULL, u, 1, N, H, 1);
-    for (int64_t n = 0; glu && n < N; n++)
-        ry[n] = silu_d(ry[n]) * u[n];
+    ref_gate_up(xn, &t[WG], &t[WU], ry, N, H, glu);
     rlx_diag d;
     char what[96];
     snprintf(what, sizeof what, "gemv, add_rms_norm, %s %s%s", glu ? "gate/up + swiglu" : "gemv", dtn(dt),
@@ -1426,7 +1434,6 @@ static void decode_mlp_entry(gpu *g, int dt, int glu, int over)
     free(p);
     free(rs);
     free(ry);
-    free(u);
 }
 
 /* elements of a and b (one shape and dtype) whose stored bits differ */
@@ -1543,16 +1550,13 @@ static void decode_sum_entry(gpu *g, int dt, int lsw, int over, int64_t H)
                       {"rlx.add_rms_norm", {R, X, G}, {S, NN}, 3, 2, &at, 1},
                       lsw ? (pnode){"rlx.linear_swiglu", {NN, WG, WU}, {Y}, 3, 1, NULL, 0}
                           : (pnode){"rlx.matmul", {NN, WG}, {Y}, 2, 1, NULL, 0}};
-    double *rs = dalloc(H), *ry = dalloc(N), *u = dalloc(N);
+    double *rs = dalloc(H), *ry = dalloc(N);
     tens sum = mk(RLX_F32, 2, 1, H, 0);
     for (int64_t h = 0; h < H; h++)
         sum.f[h] = (float)(rs[h] = as_dt(dt, as_dt(dt, (double)t[R1].f[h] * t[R2].f[h]) +
                                                  as_dt(dt, (double)t[X1].f[h] * t[X2].f[h])));
     float *xn = ref_rms(&sum, &t[G], 0, 1, H);
-    ref_matmul(xn, t[WG].f, NULL, ry, 1, N, H, 1);
-    ref_matmul(xn, t[WU].f, NULL, u, 1, N, H, 1);
-    for (int64_t n = 0; lsw && n < N; n++)
-        ry[n] = silu_d(ry[n]) * u[n];
+    ref_gate_up(xn, &t[WG], &t[WU], ry, N, H, lsw);
     rlx_diag d;
     char what[96];
     snprintf(what, sizeof what, "add_rms_norm, %s %s K=%lld%s", lsw ? "linear_swiglu" : "gemv", dtn(dt),
@@ -1567,7 +1571,6 @@ static void decode_sum_entry(gpu *g, int dt, int lsw, int over, int64_t H)
     free(xn);
     free(rs);
     free(ry);
-    free(u);
 }
 
 /* add then rms_norm, the norm's output stored exactly over the add's second input (a TEMP
