@@ -468,6 +468,8 @@ void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *se
             gpu_binary_t(s, GB_ADD, x, nrm->res, nrm->sum, K, K);
             x = nrm->sum;
             sg.xres = sg.xsum = gpu_ten{NULL, GDT_F32};
+            vec = vec && (uintptr_t)x.p % 16 == 0;
+            sg.xsm = sg.xsm && vec;
         }
     }
     sg.early = vec && gv_opt()->early;
