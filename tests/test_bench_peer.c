@@ -115,12 +115,32 @@ START_TEST(peer_failure_fails_the_bench)
 }
 END_TEST
 
+/* a tensor-parallel run has no peer: refused as bad usage before anything runs */
+START_TEST(peer_refused_with_devices)
+{
+    char *tmp = tu_mkdtemp(), cmd[16384], log[4200];
+    const char *fake = script(tmp, "fake-llama-bench", fake_body);
+    snprintf(cmd, sizeof cmd, "'%s' --config '%s' --devices 0,1 --peer-llamacpp '%s' --peer-gguf x.gguf",
+             tu_tool("tools/rlx-bench"), tu_fixture("llama32-tiny/config.json"), fake);
+    tu_result r = tu_run(cmd, 60);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strncmp(r.err, "rlx-bench: --peer-llamacpp does not run with --devices\n", 55) == 0, "%s", r.err);
+    snprintf(log, sizeof log, "%s/calls.log", tmp);
+    struct stat st;
+    ck_assert_msg(stat(log, &st) != 0, "the peer ran");
+    tu_result_free(&r);
+    tu_rmrf(tmp);
+    free(tmp);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("bench_peer");
     TCase *tc = tcase_create("peer");
     tcase_add_test(tc, peer_runs_after_each_rep);
     tcase_add_test(tc, peer_failure_fails_the_bench);
+    tcase_add_test(tc, peer_refused_with_devices);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -48,7 +48,7 @@ static const char help[] =
     "  --peer-llamacpp BIN  after each of rlx's timed reps, run llama.cpp's llama-bench BIN once on\n"
     "                       --peer-gguf FILE (-p T -n N -t threads -r 1), so both are measured in the\n"
     "                       same minutes; prints its medians and rlx/llama.cpp as the median of the\n"
-    "                       per-rep ratios\n"
+    "                       per-rep ratios (not with --devices)\n"
     "  --peer-gguf FILE     the GGUF with the same shapes (and 16-bit or f32 weights) as the model\n"
     "  --json               {\"prefill_tokens_per_s\",\"decode_tokens_per_s\",\"prefill_gflops\",\n"
     "                        \"decode_gb_per_s\",\"threads\",\"backend\",\"reps\",\"batch\",\"prefill_flops\",\n"
@@ -224,6 +224,10 @@ static int parse(int argc, char **argv, bench_args *a)
     }
     if (!a->peer_bin != !a->peer_gguf) {
         fprintf(stderr, "rlx-bench: --peer-llamacpp and --peer-gguf go together\n%s\n", usage);
+        return 2;
+    }
+    if (a->peer_bin && a->mf.devices) { /* llama-bench's -t runs one process's threads */
+        fprintf(stderr, "rlx-bench: --peer-llamacpp does not run with --devices\n%s\n", usage);
         return 2;
     }
     if (a->ctx && a->ctx < a->prefill + a->decode + 1) {
