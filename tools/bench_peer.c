@@ -1,4 +1,5 @@
 #include "bench_peer.h"
+#include "bench_reference.h"
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -90,19 +91,12 @@ int bench_peer_rep(bench_peer *p, int r, double rlx_pp, double rlx_tg, rlx_diag 
 
 static double ratio(double a, double b) { return b > 0 ? a / b : 0; }
 
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* the median over reps of num[r] (den NULL) or of num[r] / den[r] */
 static double median(const bench_peer *p, const double *num, const double *den)
 {
     int n = p->reps;
     for (int r = 0; r < n; r++) p->tmp[r] = den ? ratio(num[r], den[r]) : num[r];
-    qsort(p->tmp, (size_t)n, sizeof *p->tmp, cmp);
-    return n % 2 ? p->tmp[n / 2] : 0.5 * (p->tmp[n / 2 - 1] + p->tmp[n / 2]);
+    return bench_median(p->tmp, n);
 }
 
 void bench_peer_json(const bench_peer *p, json_t *o)

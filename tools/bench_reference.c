@@ -19,7 +19,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static double median_of(double *v, int n)
+double bench_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -189,7 +189,7 @@ void bench_reader_run(bench_reader *rd, int reps, bench_read *out)
     }
     const double bytes = (double)(n * sizeof(uint64_t));
     for (int l = 0; l < nl; l++) {
-        double m = median_of(t + l * reps, reps), g = m > 0 ? bytes / m / 1e9 : 0;
+        double m = bench_median(t + l * reps, reps), g = m > 0 ? bytes / m / 1e9 : 0;
         if (l == nv) {
             out->scalar_gbps = g;
         } else if (g > out->gbps) {
@@ -230,7 +230,7 @@ double bench_ref_sgemm_gflops(int threads, int64_t m, int64_t k, int64_t n, int 
         }
         /* the CPU backend parallelises OpenBLAS calls itself: give it back one thread */
         openblas_set_num_threads(1);
-        double med = median_of(t, reps);
+        double med = bench_median(t, reps);
         gf = med > 0 ? 2.0 * (double)m * (double)k * (double)n / med / 1e9 : 0;
     }
     free(a);

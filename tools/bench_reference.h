@@ -19,6 +19,8 @@ typedef struct bench_reader bench_reader;
 bench_reader *bench_reader_new(int threads, size_t bytes); /* NULL: out of memory */
 void bench_reader_run(bench_reader *r, int reps, bench_read *out);
 void bench_reader_free(bench_reader *r);
+/* the median of v[0..n), n > 0 (sorts v): every rlx-bench figure over reps */
+double bench_median(double *v, int n);
 /* OpenBLAS sgemm C[M,N] = A[M,K]·B[N,K]ᵀ on threads threads (median of reps), GFLOP/s. */
 double bench_ref_sgemm_gflops(int threads, int64_t m, int64_t k, int64_t n, int reps);
 #endif

@@ -4,19 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "bench_reference.h"
 #include "run_common.h"
-
-static int cmp_ms(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double med(double *v, int64_t n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_ms);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void report(const bench_tp_args *a, rlx_tp *t, rlx_tp_session *s, double p_tps, double d_tps)
 {
@@ -84,7 +73,7 @@ int bench_tp(const bench_tp_args *a, const rlx_model_options *mo, rlx_diag *d)
         }
     }
     if (!rc) {
-        double pm = med(pre, a->reps), dm = med(dec, a->reps);
+        double pm = bench_median(pre, (int)a->reps), dm = bench_median(dec, (int)a->reps);
         report(a, t, s, pm > 0 ? (double)T * 1e3 / pm : 0, dm > 0 ? (double)N * 1e3 / dm : 0);
     }
     rlx_tp_session_free(s);

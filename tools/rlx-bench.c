@@ -166,18 +166,6 @@ static int write_random_model(const char *config, const char *dir, uint64_t seed
     return rc;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 typedef struct bench_args {
     const char *model, *config;
     long long prefill, decode, batch, reps, seed, sessions, ctx;
@@ -335,14 +323,14 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
         int half = strcmp(pc, "f32") != 0, kv_half = half && !(a->mf.mixed && !strcmp(a->mf.mixed, "auto"));
         /* a batched step streams the weights once for its B tokens: bytes per token amortised */
         double bytes_tok = ((half ? 2.0 : 4.0) * lp + (double)B * (kv_half ? 2.0 : 4.0) * kv) / (double)B;
-        /* each rep's decode against the read taken right after it, before median() sorts dec */
+        /* each rep's decode against the read taken right after it, before bench_median() sorts dec */
         int ok = rdr != NULL;
         for (int r = 0; r < nr && rdr; r++) {
             double g = dec[r] > 0 ? (double)(N * B) * 1e3 / dec[r] * bytes_tok / 1e9 : 0;
             ratio[r] = rd_w[r] > 0 ? g / rd_w[r] : 0;
             ok = ok && rd_w[r] > 0;
         }
-        double pm = median(pre, nr), dm = median(dec, nr);
+        double pm = bench_median(pre, nr), dm = bench_median(dec, nr);
         double p_tps = pm > 0 ? (double)(T * B) * 1e3 / pm : 0;
         double d_tps = dm > 0 ? (double)(N * B) * 1e3 / dm : 0;
         double flops = (double)B * (double)pi.flops;
@@ -352,9 +340,9 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
         struct { double read_gbps, read_min, read_max, ratio, sgemm_gflops; bench_read rd; } ref = {0};
         if (ok) {
             ref.rd = rd_last;
-            ref.ratio = median(ratio, nr);
-            ref.rd.scalar_gbps = median(rd_s, nr);
-            ref.read_gbps = ref.rd.gbps = median(rd_w, nr); /* sorts rd_w: min, max at the ends */
+            ref.ratio = bench_median(ratio, nr);
+            ref.rd.scalar_gbps = bench_median(rd_s, nr);
+            ref.read_gbps = ref.rd.gbps = bench_median(rd_w, nr); /* sorts rd_w: min, max at the ends */
             ref.read_min = rd_w[0];
             ref.read_max = rd_w[nr - 1];
         }
