@@ -78,8 +78,8 @@ int coll_check(const gpu_exe *x, rlx_diag *d)
 {
     int64_t n = 0, vals = 0;
     uint64_t sig = 1469598103934665603ull; /* FNV-1a over each collective's op and size */
-    const gpu_tp_link *l = NULL;
-    for (uint32_t i = 0; i < x->n_steps; i++) {
+    const gpu_tp_link *l = coll_link(x);
+    for (uint32_t i = 0; l && i < x->n_steps; i++) {
         const gpu_step *st = &x->steps[i];
         if (!st->tp.ranks)
             continue;
@@ -88,7 +88,6 @@ int coll_check(const gpu_exe *x, rlx_diag *d)
             sig = (sig ^ (uint64_t)v[k]) * 1099511628211ull;
         n++;
         vals += st->rows * st->n;
-        l = l ? l : &st->tp;
     }
     char m[384];
     if (l && gpu_tp_check_program(l, n, vals, sig, m, sizeof m)) {
