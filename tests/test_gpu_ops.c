@@ -1964,6 +1964,206 @@ static void test_fused(gpu *g)
         fused_decode_attn_inputs(g, c % 6 < 2 || c % 6 == 4 ? RLX_BF16 : RLX_F32, c % 2, c % 6 >= 4, c >= 6);
 }
 
+/* ---------------------------------------------------------------- row kernels */
+
+/* y = s * rsqrt(mean(s^2) + eps) * (add_one ? 1 + g : g) per row of H, in double */
+static void ref_rms_rows(const float *s, const float *g, int add_one, float eps, int64_t R, int64_t H, double *y)
+{
+    for (int64_t r = 0; r < R; r++) {
+        double ss = 0;
+        for (int64_t h = 0; h < H; h++)
+            ss += (double)s[r * H + h] * s[r * H + h];
+        double inv = 1 / sqrt(ss / (double)H + (double)eps);
+        for (int64_t h = 0; h < H; h++)
+            y[r * H + h] = s[r * H + h] * inv * (add_one ? 1.0 + g[h] : g[h]);
+    }
+}
+
+/* rms_norm and add_rms_norm over the kernel's shapes in 16-byte packs (H % 8 == 0): short
+ * rows (several a block), a block's row, rows longer than one register tile (read twice);
+ * weights in dt (bf16) or f32 */
+static void rms_rows_case(gpu *g, int dt, int64_t R, int64_t H, int add_one)
+{
+    int wdt = dt == RLX_BF16 ? RLX_BF16 : RLX_F32;
+    tens a = rand_t(dt, 2, R, H, 0, 3), b = rand_t(dt, 2, R, H, 0, 3), w = rand_t(wdt, 1, H, 0, 0, 1);
+    tens outs[2] = {mk(dt, 2, R, H, 0), mk(dt, 2, R, H, 0)}, sum = mk(RLX_F32, 2, R, H, 0);
+    double *r = dalloc(R * H), *rs = dalloc(R * H);
+    rlx_attr at[2] = {RLX_ATTR_F("eps", 1e-5), RLX_ATTR_I("add_one", add_one)};
+    char what[96];
+    ref_rms_rows(a.f, w.f, add_one, 1e-5f, R, H, r);
+    tens ins[3] = {a, w};
+    snprintf(what, sizeof what, "rms_norm %s [%lld,%lld] weight %s%s", dtn(dt), (long long)R, (long long)H,
+             dtn(wdt), add_one ? " (1+g)" : "");
+    check(g, what, "rlx.rms_norm", ins, 2, &outs[1], 1, at, 2, 0, &r, tol_of(dt));
+    for (int64_t k = 0; k < R * H; k++) /* the norm reads the sum as stored */
+        sum.f[k] = (float)(rs[k] = as_dt(dt, (double)a.f[k] + b.f[k]));
+    ref_rms_rows(sum.f, w.f, add_one, 1e-5f, R, H, r);
+    tens ins3[3] = {a, b, w};
+    double *refs[2] = {rs, r};
+    snprintf(what, sizeof what, "add_rms_norm %s [%lld,%lld]%s", dtn(dt), (long long)R, (long long)H,
+             add_one ? " (1+g)" : "");
+    check(g, what, "rlx.add_rms_norm", ins3, 3, outs, 2, at, 2, 0, refs, tol_of(dt));
+    tens all[] = {a, b, w, outs[0], outs[1], sum};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+        tfree(&all[k]);
+    free(r);
+    free(rs);
+}
+
+/* Outputs stored over inputs (the arena reuses a dead input's bytes): over = 0: rms_norm's
+ * output over its x (an add reads x first); 1: add then rms_norm, the sum over the add's
+ * second input; 2: the same, the norm's output over it. The overwritten input is a
+ * product of two inputs. */
+static void rms_rows_over(gpu *g, int dt, int64_t R, int64_t H, int over)
+{
+    enum { A, B1, B2, G, B, S, Y, NV };
+    tens t[NV] = {rand_t(dt, 2, R, H, 0, 1), rand_t(dt, 2, R, H, 0, 1), rand_t(dt, 2, R, H, 0, 2),
+                  rand_f(1, H, 0, 0, 1), mk(dt, 2, R, H, 0), mk(dt, 2, R, H, 0), mk(dt, 2, R, H, 0)};
+    const int kind[NV] = {RLX_VALUE_INPUT, RLX_VALUE_INPUT, RLX_VALUE_INPUT, RLX_VALUE_INPUT,
+                          RLX_VALUE_TEMP,  RLX_VALUE_OUTPUT, RLX_VALUE_OUTPUT};
+    const int share[NV] = {-1, -1, -1, -1, -1, over == 1 ? B : -1, over != 1 ? B : -1};
+    rlx_attr at = RLX_ATTR_F("eps", 1e-5);
+    pnode nodes[3] = {{"rlx.mul", {B1, B2}, {B}, 2, 1, NULL, 0},
+                      {"rlx.add", {A, B}, {S}, 2, 1, NULL, 0},
+                      {"rlx.rms_norm", {over ? S : B, G}, {Y}, 2, 1, &at, 1}};
+    tens sum = mk(RLX_F32, 2, R, H, 0);
+    double *rs = dalloc(R * H), *ry = dalloc(R * H);
+    for (int64_t e = 0; e < R * H; e++) {
+        double p = as_dt(dt, (double)t[B1].f[e] * t[B2].f[e]);
+        rs[e] = as_dt(dt, t[A].f[e] + p);
+        sum.f[e] = (float)(over ? rs[e] : p);
+    }
+    ref_rms_rows(sum.f, t[G].f, 0, 1e-5f, R, H, ry);
+    rlx_diag d;
+    char what[96];
+    snprintf(what, sizeof what, "%s %s [%lld,%lld], %s", over ? "add + rms_norm" : "rms_norm", dtn(dt),
+             (long long)R, (long long)H, over == 0 ? "norm over x" : over == 1 ? "sum over input" : "norm over input");
+    if (run_prog(g, t, kind, share, NV, nodes, 3, &d))
+        fail_msg(g, what, d.msg);
+    else
+        report(g, what, fmax(rel_l2(&t[Y], ry), rel_l2(&t[S], rs)), tol_of(dt));
+    for (int k = 0; k < NV; k++)
+        tfree(&t[k]);
+    tfree(&sum);
+    free(rs);
+    free(ry);
+}
+
+/* rope of x [T, nh, d] (rot of d rotated) against double; over: x is a product the rope
+ * stores over */
+static void rope_rows_case(gpu *g, int dt, int64_t T, int64_t nh, int64_t d, int64_t rot, int over)
+{
+    enum { X1, X2, POS, INV, X, Y, NV };
+    tens t[NV] = {rand_t(dt, 3, T, nh, d, 1), rand_t(dt, 3, T, nh, d, 1), mk(RLX_I32, 1, T, 0, 0),
+                  mk(RLX_F32, 1, d / 2, 0, 0), mk(dt, 3, T, nh, d), mk(dt, 3, T, nh, d)};
+    int64_t r = rot ? rot : d, n = T * nh * d;
+    for (int64_t k = 0; k < T; k++)
+        t[POS].i[k] = (int32_t)(k * 3119 % 100000);
+    for (int64_t i = 0; i < d / 2; i++)
+        t[INV].f[i] = (float)pow(500000.0, -2.0 * (double)i / (double)r);
+    tens xs = mk(RLX_F32, 3, T, nh, d); /* x as the rope reads it */
+    for (int64_t e = 0; e < n; e++)
+        xs.f[e] = over ? (float)as_dt(dt, (double)t[X1].f[e] * t[X2].f[e]) : t[X1].f[e];
+    double *ref = dalloc(n);
+    for (int64_t row = 0; row < T * nh; row++) {
+        const float *xr = xs.f + row * d;
+        double *yr = ref + row * d;
+        for (int64_t j = 0; j < d; j++)
+            yr[j] = xr[j];
+        for (int64_t i = 0; i < r / 2; i++) {
+            double th = (double)t[POS].i[row / nh] * t[INV].f[i];
+            yr[i] = xr[i] * cos(th) - xr[i + r / 2] * sin(th);
+            yr[i + r / 2] = xr[i + r / 2] * cos(th) + xr[i] * sin(th);
+        }
+    }
+    rlx_attr at = RLX_ATTR_I("rot_dim", rot);
+    char what[96];
+    snprintf(what, sizeof what, "rope %s [%lld,%lld,%lld] rot %lld%s", dtn(dt), (long long)T, (long long)nh,
+             (long long)d, (long long)r, over ? ", over x" : "");
+    if (!over) {
+        tens ins[3] = {t[X1], t[POS], t[INV]};
+        check(g, what, "rlx.rope", ins, 3, &t[Y], 1, &at, 1, 0, &ref, tol_of(dt));
+    } else {
+        const int kind[NV] = {RLX_VALUE_INPUT, RLX_VALUE_INPUT, RLX_VALUE_INPUT, RLX_VALUE_INPUT,
+                              RLX_VALUE_TEMP, RLX_VALUE_OUTPUT};
+        const int share[NV] = {-1, -1, -1, -1, -1, X};
+        pnode nodes[2] = {{"rlx.mul", {X1, X2}, {X}, 2, 1, NULL, 0},
+                          {"rlx.rope", {X, POS, INV}, {Y}, 3, 1, &at, 1}};
+        rlx_diag dg;
+        if (run_prog(g, t, kind, share, NV, nodes, 2, &dg))
+            fail_msg(g, what, dg.msg);
+        else
+            report(g, what, rel_l2(&t[Y], ref), tol_of(dt));
+    }
+    for (int k = 0; k < NV; k++)
+        tfree(&t[k]);
+    tfree(&xs);
+    free(ref);
+}
+
+/* swiglu / add / mul of [R, H] in one dtype (n % 8 != 0: the last elements one by one);
+ * over: the output stored over the first input (a product) */
+static void binary_rows_case(gpu *g, int dt, int op, int64_t R, int64_t H, int over)
+{
+    static const char *ops[3] = {"rlx.swiglu", "rlx.add", "rlx.mul"};
+    enum { A1, A2, B, A, Y, NV };
+    int64_t n = R * H;
+    tens t[NV] = {rand_t(dt, 2, R, H, 0, 3), rand_t(dt, 2, R, H, 0, 1), rand_t(dt, 2, R, H, 0, 3),
+                  mk(dt, 2, R, H, 0), mk(dt, 2, R, H, 0)};
+    double *r = dalloc(n);
+    for (int64_t k = 0; k < n; k++) {
+        double u = over ? as_dt(dt, (double)t[A1].f[k] * t[A2].f[k]) : t[A1].f[k], v = t[B].f[k];
+        r[k] = op == 0 ? silu_d(u) * v : op == 1 ? u + v : u * v;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "%s %s [%lld,%lld]%s", ops[op], dtn(dt), (long long)R, (long long)H,
+             over ? ", over a" : "");
+    if (!over) {
+        tens ins[2] = {t[A1], t[B]};
+        check(g, what, ops[op], ins, 2, &t[Y], 1, NULL, 0, 0, &r, tol_of(dt));
+    } else {
+        const int kind[NV] = {RLX_VALUE_INPUT, RLX_VALUE_INPUT, RLX_VALUE_INPUT, RLX_VALUE_TEMP, RLX_VALUE_OUTPUT};
+        const int share[NV] = {-1, -1, -1, -1, A};
+        pnode nodes[2] = {{"rlx.mul", {A1, A2}, {A}, 2, 1, NULL, 0}, {ops[op], {A, B}, {Y}, 2, 1, NULL, 0}};
+        rlx_diag dg;
+        if (run_prog(g, t, kind, share, NV, nodes, 2, &dg))
+            fail_msg(g, what, dg.msg);
+        else
+            report(g, what, rel_l2(&t[Y], r), tol_of(dt));
+    }
+    for (int k = 0; k < NV; k++)
+        tfree(&t[k]);
+    free(r);
+}
+
+/* The row kernels' specialised paths (16-byte packs of one dtype) and their fallbacks */
+static void test_rows(gpu *g)
+{
+    for (int k = 0; k < 3; k++) {
+        int dt = k == 0 ? RLX_F32 : k == 1 ? RLX_BF16 : RLX_F16;
+        rms_rows_case(g, dt, 37, 128, 0);   /* 4 lanes a row, 32 rows a block, the last part full */
+        rms_rows_case(g, dt, 70, 1024, 0);  /* a warp a row */
+        rms_rows_case(g, dt, 5, 4096, 1);   /* a block a row */
+        rms_rows_case(g, dt, 3, 20480, 0);  /* two tiles: read again after the sum */
+        rms_rows_case(g, dt, 4, 1000, 0);   /* H % 8 == 0, packs not a multiple of the lanes */
+        for (int over = 0; over < 3; over++) {
+            rms_rows_over(g, dt, 37, 128, over);
+            rms_rows_over(g, dt, 5, 4096, over);
+            rms_rows_over(g, dt, 3, 20480, over);
+        }
+        rope_rows_case(g, dt, 33, 8, 128, 0, 0);  /* 16 pairs' packs a head */
+        rope_rows_case(g, dt, 33, 8, 128, 0, 1);
+        rope_rows_case(g, dt, 5, 3, 640, 0, 0);   /* angles in two chunks */
+        rope_rows_case(g, dt, 7, 3, 96, 48, 1);   /* partial: the rest copied */
+        rope_rows_case(g, dt, 7, 3, 20, 12, 0);   /* half % 8 != 0: a pair a thread */
+        rope_rows_case(g, dt, 6, 5, 72, 0, 1);
+        for (int op = 0; op < 3; op++) {
+            binary_rows_case(g, dt, op, 37, 1001, 0);
+            binary_rows_case(g, dt, op, 16, 4096, 1);
+        }
+    }
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -2163,6 +2363,7 @@ static int run_plugin(const char *path, rlx_host_api *host)
                 test_layout(&g);
                 test_bmm_maps(&g);
                 test_half(&g);
+                test_rows(&g);
                 test_fused(&g);
             } else {
                 test_matmul(&g);
@@ -2176,6 +2377,7 @@ static int run_plugin(const char *path, rlx_host_api *host)
                 }
                 test_attention(&g);
                 test_half(&g);
+                test_rows(&g);
                 test_fused(&g);
                 if (getenv("RLX_GPU_BENCH") && strcmp(getenv("RLX_GPU_BENCH"), "1") == 0)
                     bench(&g);

@@ -58,4 +58,88 @@ __device__ __forceinline__ float round_to(int dt, float v)
     return v;
 }
 
+/* Compile-time dtype DT (GDT_F32/F16/BF16), for kernels specialised on it: the same
+ * conversions as ldt/stt, so a specialised kernel stores the same bits. */
+template <int DT> __device__ __forceinline__ float ld_dt(const void *p, int64_t i)
+{
+    if (DT == GDT_F32)
+        return ((const float *)p)[i];
+    uint16_t h = ((const uint16_t *)p)[i];
+    return DT == GDT_BF16 ? bf16_to_f(h) : f16_to_f(h);
+}
+
+template <int DT> __device__ __forceinline__ void st_dt(void *p, int64_t i, float v)
+{
+    if (DT == GDT_F32)
+        ((float *)p)[i] = v;
+    else
+        ((uint16_t *)p)[i] = DT == GDT_BF16 ? f_to_bf16(v) : f_to_f16(v);
+}
+
+/* 8 consecutive elements of dtype DT as loaded: one 16-byte access in 16 bits, two in f32
+ * (the address 16-byte aligned) */
+template <int DT> struct pk8 {
+    uint4 v[DT == GDT_F32 ? 2 : 1];
+};
+
+template <int DT> __device__ __forceinline__ pk8<DT> pk8_load(const void *p, int64_t i)
+{
+    const uint4 *q = (const uint4 *)((const char *)p + i * (DT == GDT_F32 ? 4 : 2));
+    pk8<DT> r;
+#pragma unroll
+    for (int k = 0; k < (DT == GDT_F32 ? 2 : 1); k++)
+        r.v[k] = q[k];
+    return r;
+}
+
+template <int DT> __device__ __forceinline__ void pk8_store(void *p, int64_t i, const pk8<DT> &r)
+{
+    uint4 *q = (uint4 *)((char *)p + i * (DT == GDT_F32 ? 4 : 2));
+#pragma unroll
+    for (int k = 0; k < (DT == GDT_F32 ? 2 : 1); k++)
+        q[k] = r.v[k];
+}
+
+template <int DT> __device__ __forceinline__ void pk8_unpack(const pk8<DT> &r, float *f)
+{
+#pragma unroll
+    for (int k = 0; k < (DT == GDT_F32 ? 2 : 1); k++) {
+        const uint32_t w[4] = {r.v[k].x, r.v[k].y, r.v[k].z, r.v[k].w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            if (DT == GDT_F32) {
+                f[4 * k + j] = __uint_as_float(w[j]);
+            } else {
+                uint16_t lo = (uint16_t)(w[j] & 0xffffu), hi = (uint16_t)(w[j] >> 16);
+                f[2 * j] = DT == GDT_BF16 ? bf16_to_f(lo) : f16_to_f(lo);
+                f[2 * j + 1] = DT == GDT_BF16 ? bf16_to_f(hi) : f16_to_f(hi);
+            }
+        }
+    }
+}
+
+template <int DT> __device__ __forceinline__ pk8<DT> pk8_pack(const float *f)
+{
+    pk8<DT> r;
+#pragma unroll
+    for (int k = 0; k < (DT == GDT_F32 ? 2 : 1); k++) {
+        uint32_t w[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            if (DT == GDT_F32) {
+                w[j] = __float_as_uint(f[4 * k + j]);
+            } else {
+                uint16_t lo = DT == GDT_BF16 ? f_to_bf16(f[2 * j]) : f_to_f16(f[2 * j]);
+                uint16_t hi = DT == GDT_BF16 ? f_to_bf16(f[2 * j + 1]) : f_to_f16(f[2 * j + 1]);
+                w[j] = (uint32_t)lo | (uint32_t)hi << 16;
+            }
+        }
+        r.v[k] = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+    return r;
+}
+
+/* p is 16-byte aligned */
+__device__ __host__ __forceinline__ bool al16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
 #endif

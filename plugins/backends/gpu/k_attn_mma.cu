@@ -1,6 +1,7 @@
 /* Prefill attention on tensor cores (FlashAttention-2 style) for 16-bit q, k, v of one dtype
  * and head dim 64, 128 or 256: a block of 4 warps takes 64 query rows of one head, each warp
- * 16 of them; K and V tiles of BK keys go through shared memory (V transposed), S = Q·Kᵀ
+ * 16 of them; K and V tiles of BK keys are copied into shared memory asynchronously, two
+ * stages deep (V read back transposed by ldmatrix), S = Q·Kᵀ
  * and O += P·V run as m16n8k16 MMAs with f32 accumulators held in registers, the softmax is
  * online (running max and sum per row), so no T×S matrix exists. P is rounded to the input
  * dtype for the second product, as FlashAttention does. HIP has no mma.sync: there
@@ -48,15 +49,41 @@ template <int DT> __device__ __forceinline__ uint32_t pack2(float lo, float hi)
 
 __device__ __forceinline__ uint32_t ld32(const uint16_t *p) { return *(const uint32_t *)p; }
 
+/* 16 bytes global -> shared without a register round trip; n < 16 zero-fills the rest */
+__device__ __forceinline__ void cp16(void *dst, const void *src, int n)
+{
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+/* B fragments of two 8-column tiles of row-major V (keys x dims) from shared memory,
+ * transposed on the way (lanes 0-15 give the 16 key rows of columns c, 16-31 of c + 8) */
+__device__ __forceinline__ void ldm_x4_trans(uint32_t r[4], const uint16_t *p)
+{
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+/* K and V tiles of BK keys, two stages: the next tile's copies run under this one's MMAs */
+template <int D, int BK> struct fa_smem {
+    static constexpr int P = D + 8; /* row pitch in halves: +16 bytes, conflict-free rows */
+    static constexpr size_t bytes = (size_t)2 * 2 * BK * P * sizeof(uint16_t);
+};
+
 template <int DT, int D, int BK>
 __global__ __launch_bounds__(FA_WARPS * 32) static void k_attn_mma(gpu_attn a)
 {
-    constexpr int KP = D + 8;  /* row pitches in halves: +16 bytes keeps the fragment */
-    constexpr int VP = BK + 8; /* loads of a warp on 32 different banks */
-    __shared__ __align__(16) uint16_t Ks[BK * KP];
-    __shared__ __align__(16) uint16_t Vt[D * VP];
+    constexpr int P = fa_smem<D, BK>::P;
+    extern __shared__ __align__(16) uint16_t fa_sm[];
+    constexpr int STAGE = 2 * BK * P; /* a stage: K rows, then V rows */
 
-    const int h = blockIdx.y, q0 = blockIdx.x * FA_BQ, tid = threadIdx.x;
+    /* heads vary fastest and the last query tiles (the most keys) go first: the light
+     * tiles fill the tail */
+    const int h = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * FA_BQ, tid = threadIdx.x;
     const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
     const int kvh = h / (a.nh / a.nkv);
     const int64_t p = a.pos ? a.pos[0] : 0;
@@ -64,6 +91,30 @@ __global__ __launch_bounds__(FA_WARPS * 32) static void k_attn_mma(gpu_attn a)
     const int rw[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8}; /* this thread's rows */
     const uint16_t *Q = (const uint16_t *)a.q.p, *K = (const uint16_t *)a.k.p,
                    *V = (const uint16_t *)a.v.p;
+
+    int64_t hi = kv_len, lo = 0;
+    if (a.causal) {
+        int64_t last = p + (q0 + FA_BQ < a.T ? q0 + FA_BQ : a.T) - 1;
+        if (last + 1 < hi)
+            hi = last + 1;
+    }
+    if (a.window > 0 && p + q0 - a.window + 1 > 0)
+        lo = p + q0 - a.window + 1;
+
+    /* tile kb's K and V rows into stage st; rows at or past hi are zeros */
+    auto load = [&](int st, int64_t kb) {
+        for (int idx = tid; idx < BK * D / 8; idx += FA_WARPS * 32) {
+            int rr = idx / (D / 8), cc = (idx % (D / 8)) * 8;
+            int64_t j = kb + rr;
+            int64_t off = j < hi ? (j * a.nkv + kvh) * D + cc : 0;
+            int n = j < hi ? 16 : 0;
+            cp16(&fa_sm[st * STAGE + rr * P + cc], K + off, n);
+            cp16(&fa_sm[st * STAGE + (BK + rr) * P + cc], V + off, n);
+        }
+        cp_commit();
+    };
+    if (lo < hi)
+        load(0, lo);
 
     uint32_t qf[D / 16][4];
 #pragma unroll
@@ -78,35 +129,16 @@ __global__ __launch_bounds__(FA_WARPS * 32) static void k_attn_mma(gpu_attn a)
     for (int n = 0; n < D / 8; n++)
         o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
 
-    int64_t hi = kv_len, lo = 0;
-    if (a.causal) {
-        int64_t last = p + (q0 + FA_BQ < a.T ? q0 + FA_BQ : a.T) - 1;
-        if (last + 1 < hi)
-            hi = last + 1;
-    }
-    if (a.window > 0 && p + q0 - a.window + 1 > 0)
-        lo = p + q0 - a.window + 1;
-
-    for (int64_t kb = lo; kb < hi; kb += BK) {
-        __syncthreads(); /* the previous tiles are consumed */
-        for (int idx = tid; idx < BK * D / 8; idx += FA_WARPS * 32) {
-            int rr = idx / (D / 8), cc = (idx % (D / 8)) * 8;
-            int64_t j = kb + rr;
-            uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
-            if (j < hi) {
-                int64_t off = (j * a.nkv + kvh) * D + cc;
-                kv = *(const uint4 *)(K + off);
-                vv = *(const uint4 *)(V + off);
-            }
-            *(uint4 *)&Ks[rr * KP + cc] = kv;
-            const uint32_t vw[4] = {vv.x, vv.y, vv.z, vv.w};
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                Vt[(cc + 2 * e) * VP + rr] = (uint16_t)(vw[e] & 0xffffu);
-                Vt[(cc + 2 * e + 1) * VP + rr] = (uint16_t)(vw[e] >> 16);
-            }
+    int st = 0;
+    for (int64_t kb = lo; kb < hi; kb += BK, st ^= 1) {
+        if (kb + BK < hi) {
+            load(st ^ 1, kb + BK); /* its stage was consumed before the last barrier */
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
         }
-        __syncthreads();
+        __syncthreads(); /* this tile landed for every thread */
+        const uint16_t *Kt = fa_sm + st * STAGE, *Vt = Kt + BK * P;
 
         float s[BK / 8][4];
 #pragma unroll
@@ -114,11 +146,24 @@ __global__ __launch_bounds__(FA_WARPS * 32) static void k_attn_mma(gpu_attn a)
             s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
             for (int ks = 0; ks < D / 16; ks++) {
-                const uint16_t *kr = &Ks[(nt * 8 + g) * KP + ks * 16 + tg * 2];
+                const uint16_t *kr = &Kt[(nt * 8 + g) * P + ks * 16 + tg * 2];
                 mma16816<DT>(s[nt], qf[ks], ld32(kr), ld32(kr + 8));
             }
         }
         float mx[2] = {-INFINITY, -INFINITY};
+        /* a tile every row of the block sees whole: no per-key tests */
+        const bool whole = !a.mask.p && a.softcap <= 0.0f && q0 + FA_BQ <= a.T && kb + BK <= kv_len &&
+                           (!a.causal || kb + BK - 1 <= p + q0) &&
+                           (a.window <= 0 || kb > p + q0 + FA_BQ - 1 - a.window);
+        if (whole) {
+#pragma unroll
+            for (int nt = 0; nt < BK / 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    s[nt][e] *= a.scale;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
+                }
+        } else {
 #pragma unroll
         for (int nt = 0; nt < BK / 8; nt++)
 #pragma unroll
@@ -135,6 +180,7 @@ __global__ __launch_bounds__(FA_WARPS * 32) static void k_attn_mma(gpu_attn a)
                 s[nt][e] = ok ? v : -INFINITY;
                 mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
             }
+        }
         float alpha[2], mn[2];
 #pragma unroll
         for (int r = 0; r < 2; r++) { /* the 4 lanes of a group hold one row */
@@ -167,12 +213,16 @@ __global__ __launch_bounds__(FA_WARPS * 32) static void k_attn_mma(gpu_attn a)
                                     pack2<DT>(s[2 * kk][2], s[2 * kk][3]),
                                     pack2<DT>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
                                     pack2<DT>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+            const uint16_t *vr = &Vt[(kk * 16 + (lane & 15)) * P + (lane >> 4) * 8];
 #pragma unroll
-            for (int n = 0; n < D / 8; n++) {
-                const uint16_t *vr = &Vt[(n * 8 + g) * VP + kk * 16 + tg * 2];
-                mma16816<DT>(o[n], pf, ld32(vr), ld32(vr + 8));
+            for (int n = 0; n < D / 8; n += 2) {
+                uint32_t b[4];
+                ldm_x4_trans(b, vr + n * 8);
+                mma16816<DT>(o[n], pf, b[0], b[1]);
+                mma16816<DT>(o[n + 1], pf, b[2], b[3]);
             }
         }
+        __syncthreads(); /* every warp is done with stage st before it is refilled */
     }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -198,15 +248,28 @@ int gpu_attn_mma_ok(const gpu_attn *a)
            (a->d == 64 || a->d == 128 || a->d == 256) && al % 16 == 0;
 }
 
+template <int DT, int D, int BK> static void launch_d(gpuStream_t s, const gpu_attn *a)
+{
+    constexpr size_t sm = fa_smem<D, BK>::bytes;
+    static unsigned char opted[64]; /* above 48 KiB a kernel must ask, once a device */
+    int dev = 0;
+    if (sm > 48 * 1024 && cudaGetDevice(&dev) == cudaSuccess && (dev >= 64 || !opted[dev])) {
+        cudaFuncSetAttribute(k_attn_mma<DT, D, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+        if (dev < 64)
+            opted[dev] = 1;
+    }
+    dim3 grid((unsigned)a->nh, (unsigned)((a->T + FA_BQ - 1) / FA_BQ));
+    RLX_LAUNCH((k_attn_mma<DT, D, BK>), grid, FA_WARPS * 32, sm, s)(*a);
+}
+
 template <int DT> static void launch_dt(gpuStream_t s, const gpu_attn *a)
 {
-    dim3 grid((unsigned)((a->T + FA_BQ - 1) / FA_BQ), (unsigned)a->nh);
     if (a->d == 64)
-        RLX_LAUNCH((k_attn_mma<DT, 64, 64>), grid, FA_WARPS * 32, 0, s)(*a);
+        launch_d<DT, 64, 64>(s, a);
     else if (a->d == 128)
-        RLX_LAUNCH((k_attn_mma<DT, 128, 64>), grid, FA_WARPS * 32, 0, s)(*a);
+        launch_d<DT, 128, 64>(s, a);
     else
-        RLX_LAUNCH((k_attn_mma<DT, 256, 32>), grid, FA_WARPS * 32, 0, s)(*a);
+        launch_d<DT, 256, 32>(s, a);
 }
 
 void gpu_attn_mma(gpuStream_t s, const gpu_attn *a)

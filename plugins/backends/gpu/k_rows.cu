@@ -1,5 +1,6 @@
 /* Row kernels: one block per row, reductions in f32 through shared memory (no warp-size
- * assumption, so the same code runs on 32- and 64-wide AMD waves). */
+ * assumption, so the same code runs on 32- and 64-wide AMD waves); the specialised
+ * rms_norm shuffles within 32 lanes at most, which a 64-wide wave runs as two halves. */
 #include "gpu_dtype.h"
 
 #define ROW_THREADS 256
@@ -70,11 +71,168 @@ __global__ static void k_rms_norm(gpu_ten a, gpu_ten b, gpu_ten w, gpu_ten sum_o
     }
 }
 
+/* Sum over the tpr threads of a row (tpr a power of two up to 32; a lane group of a warp) */
+__device__ __forceinline__ static float group_sum(float v, int tpr)
+{
+    for (int m = tpr / 2; m > 0; m >>= 1)
+        v += RLX_SHFL_XOR(v, m, tpr);
+    return v;
+}
+
+/* k_rms_norm specialised: a, b, sum_out and y in dtype DT, w in WD, H % 8 == 0 and every
+ * row 16-byte aligned. Thread t of a row's tpr holds the 8-element packs t + k*tpr
+ * (k < RV_KEEP) in registers as loaded or stored, so a row up to tpr*RV_KEEP packs is
+ * read once, and every load of a tile is issued before its first store (the aliasing
+ * rule of k_rms_norm). BLOCK: one row a block (tpr = blockDim.x, the sum across warps
+ * through shared memory); else blockDim.x / tpr rows a block, a row's
+ * tpr <= 32 lanes reducing by shuffles only. */
+#define RV_KEEP 4
+#define RV_ROWS_THREADS 128 /* a block of the several-rows form */
+#define RV_MAX_THREADS 512 /* a row's block at most (registers) */
+template <int DT, int WD, bool ADD, bool BLOCK>
+__global__ static __launch_bounds__(RV_MAX_THREADS) void
+k_rms_norm8(const void *a, const void *b, const void *w, void *sum_out, void *y, int64_t rows,
+            int64_t H, float eps, int add_one, int tpr)
+{
+    __shared__ float part[32];
+    const int t = BLOCK ? (int)threadIdx.x : (int)threadIdx.x % tpr;
+    const int64_t row = BLOCK ? (int64_t)blockIdx.x
+                              : (int64_t)blockIdx.x * (blockDim.x / tpr) + threadIdx.x / tpr;
+    const bool live = BLOCK || row < rows; /* no early return: every lane shuffles */
+    const int64_t base = row * H, G = live ? H / 8 : 0, tile = (int64_t)tpr * RV_KEEP;
+    pk8<DT> v[RV_KEEP];
+    pk8<WD> gw[RV_KEEP];
+    float ss = 0.0f;
+    for (int64_t g0 = 0; g0 < G; g0 += tile) {
+        pk8<DT> u[ADD ? RV_KEEP : 1];
+#pragma unroll
+        for (int k = 0; k < RV_KEEP; k++) {
+            int64_t gi = g0 + t + (int64_t)k * tpr;
+            if (gi < G) {
+                v[k] = pk8_load<DT>(a, base + gi * 8);
+                if (ADD)
+                    u[ADD ? k : 0] = pk8_load<DT>(b, base + gi * 8);
+                if (G <= tile) /* one tile: its weights too, off the path after the sum */
+                    gw[k] = pk8_load<WD>(w, gi * 8);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < RV_KEEP; k++) {
+            int64_t gi = g0 + t + (int64_t)k * tpr;
+            if (gi < G) {
+                float f[8];
+                pk8_unpack<DT>(v[k], f);
+                if (ADD) {
+                    float e[8];
+                    pk8_unpack<DT>(u[ADD ? k : 0], e);
+#pragma unroll
+                    for (int j = 0; j < 8; j++)
+                        f[j] += e[j];
+                    v[k] = pk8_pack<DT>(f); /* the sum as stored, and read back as stored */
+                    pk8_store<DT>(sum_out, base + gi * 8, v[k]);
+                    pk8_unpack<DT>(v[k], f);
+                }
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    ss += f[j] * f[j];
+            }
+        }
+    }
+    ss = group_sum(ss, BLOCK ? 32 : tpr);
+    if (BLOCK) {
+        const int nw = (int)(blockDim.x + 31) / 32;
+        if (threadIdx.x % 32 == 0)
+            part[threadIdx.x / 32] = ss;
+        __syncthreads();
+        ss = 0.0f;
+        for (int k = 0; k < nw; k++)
+            ss += part[k];
+    }
+    const float r = rsqrtf(ss / (float)H + eps);
+    for (int64_t g0 = 0; g0 < G; g0 += tile) {
+#pragma unroll
+        for (int k = 0; k < RV_KEEP; k++) {
+            int64_t gi = g0 + t + (int64_t)k * tpr;
+            if (gi < G && G > tile) { /* the tile's values as stored */
+                v[k] = pk8_load<DT>(ADD ? (const void *)sum_out : a, base + gi * 8);
+                gw[k] = pk8_load<WD>(w, gi * 8);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < RV_KEEP; k++) {
+            int64_t gi = g0 + t + (int64_t)k * tpr;
+            if (gi < G) {
+                float f[8], g[8];
+                pk8_unpack<DT>(v[k], f);
+                pk8_unpack<WD>(gw[k], g);
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    f[j] = f[j] * r * (add_one ? 1.0f + g[j] : g[j]);
+                pk8_store<DT>(y, base + gi * 8, pk8_pack<DT>(f));
+            }
+        }
+    }
+}
+
+template <int DT, int WD, bool ADD>
+static void rms_norm8(gpuStream_t s, gpu_ten a, gpu_ten b, gpu_ten w, gpu_ten sum_out, gpu_ten y,
+                      int64_t rows, int64_t H, float eps, int add_one)
+{
+    int64_t packs = H / 8, per = (packs + RV_KEEP - 1) / RV_KEEP; /* threads to keep a row */
+    if (per <= 32) { /* a lane group per row, several rows a block */
+        int tpr = 1;
+        while (tpr < per)
+            tpr *= 2;
+        int64_t rpb = RV_ROWS_THREADS / tpr, blocks = (rows + rpb - 1) / rpb;
+        unsigned nt = (unsigned)(rows < rpb ? ((rows * tpr + 31) / 32) * 32 : RV_ROWS_THREADS);
+        RLX_LAUNCH((k_rms_norm8<DT, WD, ADD, false>), (unsigned)blocks, nt, 0, s)(
+            a.p, b.p, w.p, sum_out.p, y.p, rows, H, eps, add_one, tpr);
+    } else { /* a block per row, sized to keep the row (longer rows: tiles read twice) */
+        int nt = (int)(per > RV_MAX_THREADS ? RV_MAX_THREADS : (per + 31) / 32 * 32);
+        RLX_LAUNCH((k_rms_norm8<DT, WD, ADD, true>), (unsigned)rows, (unsigned)nt, 0, s)(
+            a.p, b.p, w.p, sum_out.p, y.p, rows, H, eps, add_one, nt);
+    }
+}
+
+template <int DT, int WD>
+static void rms_norm8_add(gpuStream_t s, gpu_ten a, gpu_ten b, gpu_ten w, gpu_ten sum_out, gpu_ten y,
+                          int64_t rows, int64_t H, float eps, int add_one)
+{
+    if (b.p)
+        rms_norm8<DT, WD, true>(s, a, b, w, sum_out, y, rows, H, eps, add_one);
+    else
+        rms_norm8<DT, WD, false>(s, a, b, w, sum_out, y, rows, H, eps, add_one);
+}
+
+template <int DT>
+static void rms_norm8_w(gpuStream_t s, gpu_ten a, gpu_ten b, gpu_ten w, gpu_ten sum_out, gpu_ten y,
+                        int64_t rows, int64_t H, float eps, int add_one)
+{
+    if (w.dt == DT)
+        rms_norm8_add<DT, DT>(s, a, b, w, sum_out, y, rows, H, eps, add_one);
+    else
+        rms_norm8_add<DT, GDT_F32>(s, a, b, w, sum_out, y, rows, H, eps, add_one);
+}
+
+static bool is_float_dt(int dt) { return dt == GDT_F32 || dt == GDT_F16 || dt == GDT_BF16; }
+
 void gpu_rms_norm(gpuStream_t s, gpu_ten a, gpu_ten b, gpu_ten w, gpu_ten sum_out, gpu_ten y,
                   int64_t rows, int64_t H, float eps, int add_one)
 {
-    RLX_LAUNCH(k_rms_norm, (unsigned)rows, ROW_THREADS, 0, s)(a, b, w, sum_out, y, H, eps,
-                                                              add_one);
+    /* 16-byte packs of one dtype (weights in it or f32) where sizes and addresses allow */
+    const int dt = a.dt;
+    bool vec = rows > 0 && H % 8 == 0 && is_float_dt(dt) && y.dt == dt &&
+               (w.dt == dt || w.dt == GDT_F32) && al16(a.p) && al16(y.p) && al16(w.p) &&
+               (!b.p || (b.dt == dt && sum_out.dt == dt && al16(b.p) && al16(sum_out.p)));
+    if (!vec)
+        RLX_LAUNCH(k_rms_norm, (unsigned)rows, ROW_THREADS, 0, s)(a, b, w, sum_out, y, H, eps,
+                                                                  add_one);
+    else if (dt == GDT_BF16)
+        rms_norm8_w<GDT_BF16>(s, a, b, w, sum_out, y, rows, H, eps, add_one);
+    else if (dt == GDT_F16)
+        rms_norm8_w<GDT_F16>(s, a, b, w, sum_out, y, rows, H, eps, add_one);
+    else
+        rms_norm8_add<GDT_F32, GDT_F32>(s, a, b, w, sum_out, y, rows, H, eps, add_one);
 }
 
 __global__ static void k_layer_norm(gpu_ten x, gpu_ten w, gpu_ten b, gpu_ten y, int64_t H,
@@ -121,31 +279,103 @@ void gpu_softmax(gpuStream_t s, gpu_ten x, gpu_ten y, int64_t rows, int64_t n)
     RLX_LAUNCH(k_softmax, (unsigned)rows, ROW_THREADS, 0, s)(x, y, n);
 }
 
-/* One thread per output element. The angle and its sine/cosine are taken in double:
- * positions reach 1e5 and an f32 angle would lose most of its fraction there. */
-__global__ static void k_rope(gpu_ten x, const int32_t *pos, gpu_ten inv_freq, gpu_ten y,
-                              int64_t T, int64_t nh, int64_t d, int64_t rot)
+/* A block per token: the token's angles, their sine and cosine taken once in double
+ * (positions reach 1e5 and an f32 angle would lose most of its fraction there) and kept
+ * in shared memory RP_CHUNK pairs at a time, then every head's pairs (i, i + half) of them
+ * rotated by one thread each, read before either is written (y may be x). VEC: 8
+ * consecutive pairs a thread in 16-byte packs of dtype DT (x and y in DT, half % 8 == 0,
+ * rows 16-byte aligned); else one pair a thread in any dtypes. A thread's first loads go
+ * out before the angles are taken, so the sincos overlaps the memory round trip. */
+#define RP_CHUNK 256
+#define RP_THREADS 256
+__device__ __forceinline__ static void rope_pair(double x1, double x2, double cs, double sn,
+                                                 float &o1, float &o2)
 {
-    int64_t half = rot / 2, n = T * nh * d;
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
-         e += (int64_t)gridDim.x * blockDim.x) {
-        int64_t j = e % d, t = e / (nh * d), row = e - j;
-        if (j >= 2 * half) {
-            stt(y, e, ldt(x, e));
-            continue;
+    o1 = (float)(x1 * cs - x2 * sn);
+    o2 = (float)(x2 * cs + x1 * sn);
+}
+
+template <int DT, bool VEC>
+__global__ static void k_rope_tok(gpu_ten x, const int32_t *pos, gpu_ten inv_freq, gpu_ten y,
+                                  int64_t nh, int64_t d, int64_t half)
+{
+    __shared__ double cs_s[RP_CHUNK], sn_s[RP_CHUNK];
+    const int64_t tb = (int64_t)blockIdx.x * nh * d;
+    const double p = (double)pos[blockIdx.x];
+    constexpr int P = VEC ? 8 : 1; /* pairs a thread */
+    for (int64_t c0 = 0; c0 < half; c0 += RP_CHUNK) {
+        const int cn = (int)(half - c0 < RP_CHUNK ? half - c0 : RP_CHUNK), cg = cn / P;
+        const int64_t items = nh * cg;
+        int64_t q = threadIdx.x, e = 0;
+        int i0 = 0; /* the pairs' first index in the chunk */
+        pk8<VEC ? DT : GDT_F32> lo, hi;
+        float x1[P], x2[P];
+        auto fetch = [&]() {
+            int64_t h = q / cg;
+            i0 = (int)(q - h * cg) * P;
+            e = tb + h * d + c0 + i0;
+            if (VEC) {
+                lo = pk8_load<VEC ? DT : GDT_F32>(x.p, e);
+                hi = pk8_load<VEC ? DT : GDT_F32>(x.p, e + half);
+            } else {
+                x1[0] = ldt(x, e);
+                x2[0] = ldt(x, e + half);
+            }
+        };
+        if (q < items)
+            fetch();
+        for (int i = threadIdx.x; i < cn; i += blockDim.x) {
+            double th = p * (double)ldt(inv_freq, c0 + i), sn, cs;
+            sincos(th, &sn, &cs);
+            cs_s[i] = cs;
+            sn_s[i] = sn;
         }
-        int64_t i = j < half ? j : j - half;
-        double th = (double)pos[t] * (double)ldt(inv_freq, i), sn, cs;
-        sincos(th, &sn, &cs);
-        double x1 = ldt(x, row + i), x2 = ldt(x, row + i + half);
-        stt(y, e, (float)(j < half ? x1 * cs - x2 * sn : x2 * cs + x1 * sn));
+        __syncthreads();
+        while (q < items) {
+            float o1[P], o2[P];
+            if (VEC) {
+                pk8_unpack<VEC ? DT : GDT_F32>(lo, x1);
+                pk8_unpack<VEC ? DT : GDT_F32>(hi, x2);
+            }
+#pragma unroll
+            for (int j = 0; j < P; j++)
+                rope_pair(x1[j], x2[j], cs_s[i0 + j], sn_s[i0 + j], o1[j], o2[j]);
+            if (VEC) {
+                pk8_store<VEC ? DT : GDT_F32>(y.p, e, pk8_pack<VEC ? DT : GDT_F32>(o1));
+                pk8_store<VEC ? DT : GDT_F32>(y.p, e + half, pk8_pack<VEC ? DT : GDT_F32>(o2));
+            } else {
+                stt(y, e, o1[0]);
+                stt(y, e + half, o2[0]);
+            }
+            q += blockDim.x;
+            if (q < items)
+                fetch();
+        }
+        __syncthreads(); /* the next chunk's angles go where these were */
+    }
+    const int64_t rest = d - 2 * half; /* past the rotated part: copied */
+    for (int64_t q = threadIdx.x; q < nh * rest; q += blockDim.x) {
+        int64_t h = q / rest, e = tb + h * d + 2 * half + (q - h * rest);
+        stt(y, e, ldt(x, e));
     }
 }
 
 void gpu_rope(gpuStream_t s, gpu_ten x, const int32_t *pos, gpu_ten inv_freq, gpu_ten y,
               int64_t T, int64_t nh, int64_t d, int64_t rot)
 {
-    int64_t n = T * nh * d, b = (n + 255) / 256;
-    RLX_LAUNCH(k_rope, (unsigned)(b < 1 ? 1 : (b > 524280 ? 524280 : b)), 256, 0, s)(
-        x, pos, inv_freq, y, T, nh, d, rot);
+    if (T <= 0)
+        return;
+    const int64_t half = rot / 2, hc = half < RP_CHUNK ? half : RP_CHUNK;
+    const int dt = x.dt;
+    bool vec = half % 8 == 0 && d % 8 == 0 && y.dt == dt && is_float_dt(dt) && al16(x.p) &&
+               al16(y.p);
+    int64_t items = nh * (vec ? hc / 8 : hc), rest = nh * (d - 2 * half);
+    int64_t most = items > rest ? items : rest, nt = (most + 31) / 32 * 32;
+    unsigned bt = (unsigned)(nt < 32 ? 32 : nt > RP_THREADS ? RP_THREADS : nt);
+    void (*k)(gpu_ten, const int32_t *, gpu_ten, gpu_ten, int64_t, int64_t, int64_t) =
+        !vec                ? k_rope_tok<GDT_F32, false>
+        : dt == GDT_BF16    ? k_rope_tok<GDT_BF16, true>
+        : dt == GDT_F16     ? k_rope_tok<GDT_F16, true>
+                            : k_rope_tok<GDT_F32, true>;
+    RLX_LAUNCH(k, (unsigned)T, bt, 0, s)(x, pos, inv_freq, y, nh, d, half);
 }
