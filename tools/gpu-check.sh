@@ -129,7 +129,7 @@ fi
 # causal-LM fixture over 2 GPUs against 1, then LLaMA-3-8B widths (random bf16 weights)
 # decode (batch 1) and prefill-512 on 2 GPUs against 1. NVLink multicast stays off.
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-if [ "$ngpu" -ge 2 ] && want "tp"; then
+if [ "$ngpu" -ge 2 ] && { want tp || want tp-nccl || want tp-parity || want tp-speed || want tp-profile; }; then
     export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
     if [ -z "${RLX_NCCL_LIBRARY:-}" ]; then # NCCL as PyTorch ships it (pip nvidia-nccl-*)
         RLX_NCCL_LIBRARY=$(python3 -c 'import glob, os, sys
