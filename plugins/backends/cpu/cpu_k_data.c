@@ -415,56 +415,6 @@ int cpu_run_copy(const cpu_run *r)
     return 0;
 }
 
-static uint16_t f32_to_f16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
-    uint32_t ax = x & 0x7fffffffu;
-    if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));
-    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* rounds past 65504 */
-    if (ax < 0x38800000u) { /* below 2^-14: a subnormal half, m * 2^-24 */
-        float a;
-        memcpy(&a, &ax, 4);
-        return (uint16_t)(sign | (uint16_t)nearbyintf(a * 16777216.0f));
-    }
-    uint32_t h = (((ax >> 23) - 112u) << 10) | ((ax & 0x7fffffu) >> 13);
-    uint32_t rest = ax & 0x1fffu;
-    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h++;
-    return (uint16_t)(sign | h);
-}
-
-static float f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, x;
-    if (e == 0) {
-        float v = (float)m * (1.0f / 16777216.0f);
-        return sign ? -v : v;
-    }
-    if (e == 31) x = sign | 0x7f800000u | (m << 13);
-    else x = sign | ((e + 112u) << 23) | (m << 13);
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
-static uint16_t f32_to_bf16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);
-    x += 0x7fffu + ((x >> 16) & 1u);
-    return (uint16_t)(x >> 16);
-}
-
-static float bf16_to_f32(uint16_t b)
-{
-    uint32_t x = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
 static int is_float(int dt)
 {
     return dt == RLX_F32 || dt == RLX_F16 || dt == RLX_BF16;
@@ -490,8 +440,8 @@ int cpu_prep_cast(const cpu_compile_ctx *c, cpu_node *nd)
 static float load_f(const void *p, int dt, int64_t i)
 {
     switch (dt) {
-    case RLX_F16: return f16_to_f32(((const uint16_t *)p)[i]);
-    case RLX_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
+    case RLX_F16:
+    case RLX_BF16: return cpu_h_load(dt, ((const uint16_t *)p)[i]);
     default: return ((const float *)p)[i];
     }
 }
@@ -520,8 +470,8 @@ static void store(void *p, int dt, int64_t i, int from_float, float f, int64_t v
 {
     switch (dt) {
     case RLX_F32: ((float *)p)[i] = from_float ? f : (float)v; break;
-    case RLX_F16: ((uint16_t *)p)[i] = f32_to_f16(from_float ? f : (float)v); break;
-    case RLX_BF16: ((uint16_t *)p)[i] = f32_to_bf16(from_float ? f : (float)v); break;
+    case RLX_F16:
+    case RLX_BF16: ((uint16_t *)p)[i] = cpu_h_store(dt, from_float ? f : (float)v); break;
     case RLX_I64: ((int64_t *)p)[i] = from_float ? f_to_i(f, dt) : v; break;
     case RLX_U8: ((uint8_t *)p)[i] = (uint8_t)(from_float ? f_to_i(f, dt) : v); break;
     default: ((int32_t *)p)[i] = (int32_t)(uint32_t)(from_float ? f_to_i(f, dt) : v); break;
@@ -540,7 +490,16 @@ static void cast_task(void *arg, int64_t t, int worker)
     const void *x = j->r->vp[nd->in[0]];
     void *o = j->r->vp[nd->out[0]];
     int64_t lo = t * j->chunk, hi = lo + j->chunk < nd->cols ? lo + j->chunk : nd->cols;
-    int ff = is_float(nd->in_dtype);
+    int ff = is_float(nd->in_dtype), in = nd->in_dtype, out = nd->out_dtype;
+    const cpu_isa *isa = j->r->be->isa;
+    if (out == RLX_F32 && (in == RLX_F16 || in == RLX_BF16)) { /* the ISA's loops: same values */
+        isa->h_to_f32(in, (const uint16_t *)x + lo, (float *)o + lo, hi - lo);
+        return;
+    }
+    if (in == RLX_F32 && (out == RLX_F16 || out == RLX_BF16)) {
+        isa->f32_to_h(out, (const float *)x + lo, (uint16_t *)o + lo, hi - lo);
+        return;
+    }
     for (int64_t i = lo; i < hi; i++) {
         if (ff) store(o, nd->out_dtype, i, 1, load_f(x, nd->in_dtype, i), 0);
         else store(o, nd->out_dtype, i, 0, 0.0f, load_i(x, nd->in_dtype, i));
