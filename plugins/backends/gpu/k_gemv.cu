@@ -16,19 +16,7 @@
 #define GV_U 4
 #define GV_XSM_MAX (32 << 10) /* bytes of the normed row a block keeps (K <= 8192) */
 
-/* 8 consecutive weights: one 16-byte load in 16 bits, two in f32 */
-template <int WD> struct w8 {
-    uint4 v[WD == GDT_F32 ? 2 : 1];
-};
-
-template <int WD> __device__ __forceinline__ void w8_load(w8<WD> &r, const void *base, int64_t i)
-{
-    const uint4 *p = (const uint4 *)((const char *)base + i * (WD == GDT_F32 ? 4 : 2));
-#pragma unroll
-    for (int k = 0; k < (WD == GDT_F32 ? 2 : 1); k++)
-        r.v[k] = p[k];
-}
-
+/* two 16-bit values of dtype dt (bf16 or f16), the low half first */
 __device__ __forceinline__ void half2x(uint32_t w, int dt, float *f)
 {
     if (dt == GDT_BF16) {
@@ -37,24 +25,6 @@ __device__ __forceinline__ void half2x(uint32_t w, int dt, float *f)
     } else {
         f[0] = f16_to_f((uint16_t)(w & 0xffffu));
         f[1] = f16_to_f((uint16_t)(w >> 16));
-    }
-}
-
-template <int WD> __device__ __forceinline__ void w8_unpack(const w8<WD> &r, float *f)
-{
-    if (WD == GDT_F32) {
-#pragma unroll
-        for (int k = 0; k < 2; k++) {
-            f[4 * k + 0] = __uint_as_float(r.v[k].x);
-            f[4 * k + 1] = __uint_as_float(r.v[k].y);
-            f[4 * k + 2] = __uint_as_float(r.v[k].z);
-            f[4 * k + 3] = __uint_as_float(r.v[k].w);
-        }
-    } else {
-        half2x(r.v[0].x, WD, f + 0);
-        half2x(r.v[0].y, WD, f + 2);
-        half2x(r.v[0].z, WD, f + 4);
-        half2x(r.v[0].w, WD, f + 6);
     }
 }
 
@@ -112,15 +82,15 @@ typedef struct gv_segs {
 
 /* a lane's GV_U weight vectors (and GLU's up vectors) from k0 on */
 template <int WD, bool GLU, int KS>
-__device__ __forceinline__ void gv_round(w8<WD> *wv, w8<WD> *uv, const void *w, const void *wu, int64_t row,
+__device__ __forceinline__ void gv_round(pk8<WD> *wv, pk8<WD> *uv, const void *w, const void *wu, int64_t row,
                                          int64_t k0, int64_t K)
 {
 #pragma unroll
     for (int u = 0; u < GV_U; u++)
         if (k0 + u * 256 * KS < K) {
-            w8_load<WD>(wv[u], w, row + k0 + u * 256 * KS);
+            wv[u] = pk8_load<WD>(w, row + k0 + u * 256 * KS);
             if (GLU)
-                w8_load<WD>(uv[GLU ? u : 0], wu, row + k0 + u * 256 * KS);
+                uv[GLU ? u : 0] = pk8_load<WD>(wu, row + k0 + u * 256 * KS);
         }
 }
 
@@ -177,7 +147,7 @@ __global__ __launch_bounds__((MB == 1 ? GV_WARPS_MAX : GV_WARPS) * 32) static vo
     }
     const int64_t row = n * K;
     const int64_t kst = (int64_t)(part * 32 + lane) * 8, step = (int64_t)256 * KS * GV_U;
-    w8<WD> wv[GV_U], uv[GLU ? GV_U : 1];
+    pk8<WD> wv[GV_U], uv[GLU ? GV_U : 1]; /* 8 weights a vector as loaded (gpu_dtype.h) */
     const bool early = VEC && live && sg.early;
     RLX_PDL_TRIGGER(); /* the next GEMV may launch now and prefetch its weights */
     if (early)
@@ -236,9 +206,9 @@ __global__ __launch_bounds__((MB == 1 ? GV_WARPS_MAX : GV_WARPS) * 32) static vo
                 int64_t k = k0 + u * 256 * KS;
                 if (k < K) {
                     float wf[8], uf[8];
-                    w8_unpack<WD>(wv[u], wf);
+                    pk8_unpack<WD>(wv[u], wf);
                     if (GLU)
-                        w8_unpack<WD>(uv[GLU ? u : 0], uf);
+                        pk8_unpack<WD>(uv[GLU ? u : 0], uf);
 #pragma unroll
                     for (int m = 0; m < MB; m++) {
                         if (m < M) {
