@@ -44,10 +44,12 @@ typedef struct cpu_isa {
                  int64_t n0, int64_t n1, const float *bias, float *y, int64_t ldy, float *wbuf);
     /* Attention of G <= 4 query rows against a block of n keys (NULL: loops of dot and
      * axpy). attn_qk: s[g*lds + i] = dot(q[g*ldq ..], k[i*ldk ..]) * scale over d;
-     * attn_pv: acc[g*d + j] += p[g*ldp + i] * v[i*ldv + j], one FMA per key in key order. */
-    void (*attn_qk)(const float *q, int64_t ldq, int G, const float *k, int64_t ldk, int64_t n, int64_t d,
+     * attn_pv: acc[g*d + j] += p[g*ldp + i] * v[i*ldv + j], one FMA per key in key order.
+     * k and v are f32 (h 0) or 16-bit (h CPU_H_*, converted exactly as they are loaded: the
+     * same sums as over converted copies), ldk and ldv in elements. */
+    void (*attn_qk)(int h, const float *q, int64_t ldq, int G, const void *k, int64_t ldk, int64_t n, int64_t d,
                     float scale, float *s, int64_t lds);
-    void (*attn_pv)(const float *p, int64_t ldp, int G, const float *v, int64_t ldv, int64_t n, int64_t d,
+    void (*attn_pv)(int h, const float *p, int64_t ldp, int G, const void *v, int64_t ldv, int64_t n, int64_t d,
                     float *acc);
 } cpu_isa;
 

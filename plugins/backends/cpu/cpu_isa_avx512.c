@@ -398,16 +398,32 @@ AI __m512 hsum16(__m512 a[16])
     return _mm512_permutexvar_ps(idx, g);
 }
 
+/* 16 elements of a key or value row from i on (masked): f32 as stored, or 16-bit (h is
+ * CPU_H_F16 or CPU_H_BF16) converted exactly on the load; h is a constant at every call */
+AI __m512 kv16(const int h, const void *row, int64_t i, __mmask16 mk)
+{
+    if (!h) return _mm512_maskz_loadu_ps(mk, (const float *)row + i);
+    __m256i v = _mm256_maskz_loadu_epi16(mk, (const uint16_t *)row + i);
+    if (h == CPU_H_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+    return _mm512_cvtph_ps(v);
+}
+
+/* row i of a key or value block of ld elements a row, in bytes of its dtype */
+AI const void *kv_row(const int h, const void *k, int64_t i, int64_t ld)
+{
+    return (const char *)k + (size_t)(i * ld) * (h ? 2u : 4u);
+}
+
 /* G rows of q against KN keys (G·KN <= 16): accumulator g·KN + i is row g · key i, summed over
  * d in chunks of 16 in order (as one row against 16 keys), so each key chunk is loaded once for
  * the G rows and each q chunk once for the KN keys; rows past n repeat the tile's first key */
-AI void qk_tile(const float *q, int64_t ldq, const int G, const int KN, const float *k, int64_t ldk, int64_t nk,
-                int64_t d, __m512 sc, float *s, int64_t lds)
+AI void qk_tile(const int h, const float *q, int64_t ldq, const int G, const int KN, const void *k, int64_t ldk,
+                int64_t nk, int64_t d, __m512 sc, float *s, int64_t lds)
 {
-    const float *kr[8];
+    const void *kr[8];
     __m512 a[16];
     #pragma GCC unroll 8
-    for (int i = 0; i < KN; i++) kr[i] = k + (i < nk ? i : 0) * ldk;
+    for (int i = 0; i < KN; i++) kr[i] = kv_row(h, k, i < nk ? i : 0, ldk);
     #pragma GCC unroll 16
     for (int j = 0; j < 16; j++) a[j] = _mm512_setzero_ps();
     for (int64_t c = 0; c < d; c += 16) {
@@ -417,7 +433,7 @@ AI void qk_tile(const float *q, int64_t ldq, const int G, const int KN, const fl
         for (int g = 0; g < G; g++) qv[g] = _mm512_maskz_loadu_ps(mk, q + g * ldq + c);
         #pragma GCC unroll 8
         for (int i = 0; i < KN; i++) {
-            __m512 kv = _mm512_maskz_loadu_ps(mk, kr[i] + c);
+            __m512 kv = kv16(h, kr[i], c, mk);
             #pragma GCC unroll 4
             for (int g = 0; g < G; g++) a[g * KN + i] = _mm512_fmadd_ps(qv[g], kv, a[g * KN + i]);
         }
@@ -436,45 +452,55 @@ AI void qk_tile(const float *q, int64_t ldq, const int G, const int KN, const fl
     }
 }
 
-static void attn_qk(const float *q, int64_t ldq, int G, const float *k, int64_t ldk, int64_t n, int64_t d,
-                    float scale, float *s, int64_t lds)
+AI void qk_h(const int h, const float *q, int64_t ldq, int G, const void *k, int64_t ldk, int64_t n, int64_t d,
+             float scale, float *s, int64_t lds)
 {
     __m512 sc = _mm512_set1_ps(scale);
     if (G >= 2) { /* query rows side by side: 4 keys (8 for two rows) a tile */
         int kn = G == 2 ? 8 : 4;
         for (int64_t i0 = 0; i0 < n; i0 += kn) {
             int64_t nk = n - i0 < kn ? n - i0 : kn;
-            const float *ki = k + i0 * ldk;
+            const void *ki = kv_row(h, k, i0, ldk);
             switch (G) {
-            case 2: qk_tile(q, ldq, 2, 8, ki, ldk, nk, d, sc, s + i0, lds); break;
-            case 3: qk_tile(q, ldq, 3, 4, ki, ldk, nk, d, sc, s + i0, lds); break;
-            default: qk_tile(q, ldq, 4, 4, ki, ldk, nk, d, sc, s + i0, lds); break;
+            case 2: qk_tile(h, q, ldq, 2, 8, ki, ldk, nk, d, sc, s + i0, lds); break;
+            case 3: qk_tile(h, q, ldq, 3, 4, ki, ldk, nk, d, sc, s + i0, lds); break;
+            default: qk_tile(h, q, ldq, 4, 4, ki, ldk, nk, d, sc, s + i0, lds); break;
             }
         }
         return;
     }
     for (int64_t i0 = 0; i0 < n; i0 += 16) {
         int64_t nk = n - i0 < 16 ? n - i0 : 16;
-        const float *kr[16];
+        const void *kr[16];
         __m512 a[16];
         #pragma GCC unroll 16
         for (int i = 0; i < 16; i++) { /* rows past n repeat the first: computed, not stored */
-            kr[i] = k + (i0 + (i < nk ? i : 0)) * ldk;
+            kr[i] = kv_row(h, k, i0 + (i < nk ? i : 0), ldk);
             a[i] = _mm512_setzero_ps();
         }
         for (int64_t c = 0; c < d; c += 16) {
             __mmask16 mk = (__mmask16)(d - c >= 16 ? 0xffff : (1u << (d - c)) - 1);
             __m512 qv = _mm512_maskz_loadu_ps(mk, q + c);
             #pragma GCC unroll 16
-            for (int i = 0; i < 16; i++) a[i] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(mk, kr[i] + c), a[i]);
+            for (int i = 0; i < 16; i++) a[i] = _mm512_fmadd_ps(qv, kv16(h, kr[i], c, mk), a[i]);
         }
         _mm512_mask_storeu_ps(s + i0, (__mmask16)((1u << nk) - 1), _mm512_mul_ps(hsum16(a), sc));
     }
 }
 
+static void attn_qk(int h, const float *q, int64_t ldq, int G, const void *k, int64_t ldk, int64_t n, int64_t d,
+                    float scale, float *s, int64_t lds)
+{
+    switch (h) { /* one copy of the loops per key dtype: the load is resolved at compile time */
+    case CPU_H_F16: qk_h(CPU_H_F16, q, ldq, G, k, ldk, n, d, scale, s, lds); break;
+    case CPU_H_BF16: qk_h(CPU_H_BF16, q, ldq, G, k, ldk, n, d, scale, s, lds); break;
+    default: qk_h(0, q, ldq, G, k, ldk, n, d, scale, s, lds); break;
+    }
+}
+
 /* acc rows of G heads, 64 columns from c0 (masked past d), over keys [0, n) */
-AI void pv_cols(const float *p, int64_t ldp, const int G, const float *v, int64_t ldv, int64_t n, int64_t d,
-                int64_t c0, float *acc)
+AI void pv_cols(const int h, const float *p, int64_t ldp, const int G, const void *v, int64_t ldv, int64_t n,
+                int64_t d, int64_t c0, float *acc)
 {
     __mmask16 mk[4];
     __m512 a[4][4];
@@ -489,8 +515,9 @@ AI void pv_cols(const float *p, int64_t ldp, const int G, const float *v, int64_
         for (int c = 0; c < 4; c++) a[g][c] = _mm512_maskz_loadu_ps(mk[c], acc + g * d + c0 + 16 * c);
     for (int64_t i = 0; i < n; i++) {
         __m512 vv[4];
+        const void *vr = kv_row(h, v, i, ldv);
         #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) vv[c] = _mm512_maskz_loadu_ps(mk[c], v + i * ldv + c0 + 16 * c);
+        for (int c = 0; c < 4; c++) vv[c] = kv16(h, vr, c0 + 16 * c, mk[c]);
         #pragma GCC unroll 4
         for (int g = 0; g < G; g++) {
             __m512 pb = _mm512_set1_ps(p[g * ldp + i]);
@@ -504,16 +531,26 @@ AI void pv_cols(const float *p, int64_t ldp, const int G, const float *v, int64_
         for (int c = 0; c < 4; c++) _mm512_mask_storeu_ps(acc + g * d + c0 + 16 * c, mk[c], a[g][c]);
 }
 
-static void attn_pv(const float *p, int64_t ldp, int G, const float *v, int64_t ldv, int64_t n, int64_t d,
-                    float *acc)
+AI void pv_h(const int h, const float *p, int64_t ldp, int G, const void *v, int64_t ldv, int64_t n, int64_t d,
+             float *acc)
 {
     for (int64_t c0 = 0; c0 < d; c0 += 64) {
         switch (G) {
-        case 1: pv_cols(p, ldp, 1, v, ldv, n, d, c0, acc); break;
-        case 2: pv_cols(p, ldp, 2, v, ldv, n, d, c0, acc); break;
-        case 3: pv_cols(p, ldp, 3, v, ldv, n, d, c0, acc); break;
-        default: pv_cols(p, ldp, 4, v, ldv, n, d, c0, acc); break;
+        case 1: pv_cols(h, p, ldp, 1, v, ldv, n, d, c0, acc); break;
+        case 2: pv_cols(h, p, ldp, 2, v, ldv, n, d, c0, acc); break;
+        case 3: pv_cols(h, p, ldp, 3, v, ldv, n, d, c0, acc); break;
+        default: pv_cols(h, p, ldp, 4, v, ldv, n, d, c0, acc); break;
         }
+    }
+}
+
+static void attn_pv(int h, const float *p, int64_t ldp, int G, const void *v, int64_t ldv, int64_t n, int64_t d,
+                    float *acc)
+{
+    switch (h) {
+    case CPU_H_F16: pv_h(CPU_H_F16, p, ldp, G, v, ldv, n, d, acc); break;
+    case CPU_H_BF16: pv_h(CPU_H_BF16, p, ldp, G, v, ldv, n, d, acc); break;
+    default: pv_h(0, p, ldp, G, v, ldv, n, d, acc); break;
     }
 }
 

@@ -108,45 +108,54 @@ typedef struct attn_job {
     float *part;            /* decode: per task and head, max, sum and acc[d] */
 } attn_job;
 
-/* rows jb..jb+nk of kv head kvh of k (slot 1) or v (slot 2) as f32: in place (row stride
- * nkv*d) or converted into buf (stride d) */
-static const float *kv_rows(const cpu_run *r, int slot, int64_t jb, int64_t nk, int64_t kvh,
-                            float *buf, int64_t *ld)
+/* rows jb..jb+nk of kv head kvh of k (slot 1) or v (slot 2): in place when they are f32
+ * or when as16 (the ISA's kernels read 16-bit rows; *h their dtype, 0 for f32: row stride
+ * nkv*d), else converted into buf (stride d, *h 0) */
+static const void *kv_rows(const cpu_run *r, int slot, int64_t jb, int64_t nk, int64_t kvh, int as16,
+                           float *buf, int64_t *ld, int *h)
 {
     const cpu_node *nd = r->nd;
     int64_t d = nd->hd, stride = nd->nkv * d;
     int dt = nd->dt[slot];
+    *h = 0;
     if (dt == RLX_F32) {
         *ld = stride;
         return CPU_F(r, slot) + jb * stride + kvh * d;
     }
     const uint16_t *src = (const uint16_t *)r->vp[nd->in[slot]] + jb * stride + kvh * d;
+    if (as16) {
+        *h = dt;
+        *ld = stride;
+        return src;
+    }
     for (int64_t i = 0; i < nk; i++) r->be->isa->h_to_f32(dt, src + i * stride, buf + i * d, d);
     *ld = d;
     return buf;
 }
 
-/* scores of G query rows against nk keys, then acc += P·V: the ISA's kernels or dot/axpy */
-static void qk_rows(const cpu_isa *isa, const float *q, int64_t ldq, int G, const float *k, int64_t ldk,
+/* scores of G query rows against nk keys, then acc += P·V: the ISA's kernels (k and v in
+ * their dtype h) or dot/axpy (f32 only: h is 0 without the kernels) */
+static void qk_rows(const cpu_isa *isa, const float *q, int64_t ldq, int G, int h, const void *k, int64_t ldk,
                     int64_t nk, int64_t d, float scale, float *s)
 {
     if (isa->attn_qk) {
-        isa->attn_qk(q, ldq, G, k, ldk, nk, d, scale, s, KEY_BLOCK);
+        isa->attn_qk(h, q, ldq, G, k, ldk, nk, d, scale, s, KEY_BLOCK);
         return;
     }
     for (int g = 0; g < G; g++)
-        for (int64_t i = 0; i < nk; i++) s[g * KEY_BLOCK + i] = isa->dot(q + g * ldq, k + i * ldk, d) * scale;
+        for (int64_t i = 0; i < nk; i++)
+            s[g * KEY_BLOCK + i] = isa->dot(q + g * ldq, (const float *)k + i * ldk, d) * scale;
 }
 
-static void pv_rows(const cpu_isa *isa, const float *p, int G, const float *v, int64_t ldv, int64_t nk,
+static void pv_rows(const cpu_isa *isa, const float *p, int G, int h, const void *v, int64_t ldv, int64_t nk,
                     int64_t d, float *acc)
 {
     if (isa->attn_pv) {
-        isa->attn_pv(p, KEY_BLOCK, G, v, ldv, nk, d, acc);
+        isa->attn_pv(h, p, KEY_BLOCK, G, v, ldv, nk, d, acc);
         return;
     }
     for (int g = 0; g < G; g++)
-        for (int64_t i = 0; i < nk; i++) isa->axpy(acc + g * d, p[g * KEY_BLOCK + i], v + i * ldv, d);
+        for (int64_t i = 0; i < nk; i++) isa->axpy(acc + g * d, p[g * KEY_BLOCK + i], (const float *)v + i * ldv, d);
 }
 
 /* Query row t of heads h0 .. h0+G-1 (G <= 4, one kv head) over keys [jlo, jhi): each block
@@ -164,6 +173,7 @@ static void attn_rows(const attn_job *j, int64_t t, int64_t h0, int G, int64_t j
     const float *mask = nd->mask_in >= 0 ? (const float *)r->vp[nd->mask_in] + t * nd->S : NULL;
     float *sc = ws, *acc = ws + 4 * KEY_BLOCK;
     float m[4], l[4], cap = nd->fb;
+    int as16 = isa->attn_qk && isa->attn_pv; /* one query row: each key row is read once, so no copy */
     for (int g = 0; g < G; g++) {
         m[g] = -INFINITY;
         l[g] = 0.0f;
@@ -171,8 +181,9 @@ static void attn_rows(const attn_job *j, int64_t t, int64_t h0, int G, int64_t j
     memset(acc, 0, (size_t)(G * d) * sizeof *acc);
     for (int64_t jb = jlo; jb < jhi; jb += KEY_BLOCK) {
         int64_t nbk = jhi - jb < KEY_BLOCK ? jhi - jb : KEY_BLOCK, ldk, ldv;
-        const float *K = kv_rows(r, 1, j->kv_base + jb, nbk, kvh, kvbuf, &ldk);
-        qk_rows(isa, q, d, G, K, ldk, nbk, d, nd->fa, sc);
+        int hk, hv;
+        const void *K = kv_rows(r, 1, j->kv_base + jb, nbk, kvh, as16, kvbuf, &ldk, &hk);
+        qk_rows(isa, q, d, G, hk, K, ldk, nbk, d, nd->fa, sc);
         int live = 0;
         for (int g = 0; g < G; g++) {
             float *s = sc + g * KEY_BLOCK;
@@ -194,8 +205,8 @@ static void attn_rows(const attn_job *j, int64_t t, int64_t h0, int G, int64_t j
             m[g] = m_new;
         }
         if (!live) continue;
-        const float *V = kv_rows(r, 2, j->kv_base + jb, nbk, kvh, kvbuf + KEY_BLOCK * d, &ldv);
-        pv_rows(isa, sc, G, V, ldv, nbk, d, acc);
+        const void *V = kv_rows(r, 2, j->kv_base + jb, nbk, kvh, as16, kvbuf + KEY_BLOCK * d, &ldv, &hv);
+        pv_rows(isa, sc, G, hv, V, ldv, nbk, d, acc);
     }
     for (int g = 0; g < G && part; g++) {
         float *pg = part + g * (d + 2);
@@ -239,10 +250,11 @@ static void attn_block(const attn_job *job, int64_t t0, int64_t t1, int64_t h, f
     }
     for (int64_t jb = blo; jb < bhi; jb += KEY_BLOCK) {
         int64_t nk = bhi - jb < KEY_BLOCK ? bhi - jb : KEY_BLOCK, ldk, ldv;
-        const float *K = kv_rows(r, 1, jb, nk, kvh, kvbuf, &ldk);
+        int hk, hv; /* many query rows: 16-bit rows converted once, read by every row */
+        const float *K = kv_rows(r, 1, jb, nk, kvh, 0, kvbuf, &ldk, &hk);
         if (isa->attn_qk) /* the ISA's kernel, 4 query rows per call */
             for (int64_t g = 0; g < nq; g += 4)
-                isa->attn_qk(Q + g * nd->nh * d, nd->nh * d, (int)(nq - g < 4 ? nq - g : 4), K, ldk, nk, d, nd->fa,
+                isa->attn_qk(0, Q + g * nd->nh * d, nd->nh * d, (int)(nq - g < 4 ? nq - g : 4), K, ldk, nk, d, nd->fa,
                              sc + g * KEY_BLOCK, KEY_BLOCK);
         else
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)d, nd->fa, Q,
@@ -275,10 +287,10 @@ static void attn_block(const attn_job *job, int64_t t0, int64_t t1, int64_t h, f
             lrow[i] = lrow[i] * alpha + ps;
             mrow[i] = m_new;
         }
-        const float *V = kv_rows(r, 2, jb, nk, kvh, kvbuf + KEY_BLOCK * d, &ldv);
+        const float *V = kv_rows(r, 2, jb, nk, kvh, 0, kvbuf + KEY_BLOCK * d, &ldv, &hv);
         if (isa->attn_pv)
             for (int64_t g = 0; g < nq; g += 4)
-                isa->attn_pv(sc + g * KEY_BLOCK, KEY_BLOCK, (int)(nq - g < 4 ? nq - g : 4), V, ldv, nk, d, acc + g * d);
+                isa->attn_pv(0, sc + g * KEY_BLOCK, KEY_BLOCK, (int)(nq - g < 4 ? nq - g : 4), V, ldv, nk, d, acc + g * d);
         else
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)d, (int)nk, 1.0f, sc,
                         KEY_BLOCK, V, (int)ldv, 1.0f, acc, (int)d);
