@@ -37,7 +37,7 @@ typedef struct cpu_isa {
      * dtype (0: f32, or CPU_H_*). gemm_pack packs rows [m0, m1) of x [M, K] (m0 a multiple
      * of CPU_GEMM_MR) into xp, gemm_x_floats(wdt, M, K) floats for all rows; gemm computes
      * y[m*ldy + n] = sum_k x[m,k] w[n*K + k] (+ bias[n]) for m in [m0, m1), n in [n0, n1),
-     * with wbuf CPU_GEMM_NR*K floats of the worker's own. */
+     * with wbuf cpu_gemm_wbuf(K) floats of the worker's own. */
     size_t (*gemm_x_floats)(int wdt, int64_t M, int64_t K);
     void (*gemm_pack)(int wdt, const float *x, int64_t M, int64_t K, int64_t m0, int64_t m1, float *xp);
     void (*gemm)(int wdt, const float *xp, int64_t M, int64_t K, int64_t m0, int64_t m1, const void *w,
@@ -54,6 +54,11 @@ typedef struct cpu_isa {
 } cpu_isa;
 
 enum { CPU_GEMM_MR = 32, CPU_GEMM_NR = 12 }; /* rows of a packed panel, widest column tile */
+
+/* a tile's 16-bit weight rows widened to f32 sit K + 16 floats apart: rows a multiple of
+ * 4 KiB apart would share one L1 set, and a tile reads 12 of them at every k */
+static inline int64_t cpu_gemm_ldw(int64_t K) { return K + 16; }
+static inline int64_t cpu_gemm_wbuf(int64_t K) { return CPU_GEMM_NR * cpu_gemm_ldw(K); }
 
 enum { CPU_H_F16 = 1, CPU_H_BF16 = 2 }; /* = RLX_F16, RLX_BF16 */
 
