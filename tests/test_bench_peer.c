@@ -73,6 +73,9 @@ START_TEST(peer_runs_after_each_rep)
     json_t *peer = json_object_get(o, "peer");
     ck_assert_msg(json_is_string(json_object_get(peer, "peer_schedule")), "no peer.peer_schedule: %s", js);
     ck_assert_str_eq(json_string_value(json_object_get(peer, "peer_schedule")), "interleaved");
+    ck_assert_msg(json_is_integer(json_object_get(peer, "decode_depth")) &&
+                      json_integer_value(json_object_get(peer, "decode_depth")) == 0, "no peer.decode_depth 0: %s", js);
+    ck_assert_msg(json_integer_value(json_object_get(o, "decode_depth")) == 8, "rlx decodes after its prefill: %s", js);
     /* the peer's figures are the medians of its three calls: pp 200.5, tg 40.25 */
     ck_assert_msg(json_number_value(json_object_get(peer, "prefill_tokens_per_s")) == 200.5, "%s", js);
     ck_assert_msg(json_number_value(json_object_get(peer, "decode_tokens_per_s")) == 40.25, "%s", js);
@@ -134,6 +137,50 @@ START_TEST(peer_refused_with_devices)
 }
 END_TEST
 
+/* rlx-bench [args]: its JSON (exit 0 asserted) */
+static json_t *bench_json(const char *args)
+{
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "'%s' --config '%s' --prefill 8 --decode 4 --reps 1 --threads 1 --no-reference --json %s",
+             tu_tool("tools/rlx-bench"), tu_fixture("llama32-tiny/config.json"), args);
+    tu_result r = tu_run(cmd, 300);
+    ck_assert_msg(r.status == 0, "%s: exit %d: %s", args, r.status, r.err);
+    json_error_t e;
+    json_t *o = json_loads(r.out, 0, &e);
+    ck_assert_msg(o != NULL, "%s: no JSON: %s", args, r.out);
+    tu_result_free(&r);
+    return o;
+}
+
+/* decode starts after the timed prefill (T keys) unless --decode-depth D says how many
+ * keys: 0 is llama-bench's tg schedule, which the peer's JSON names */
+START_TEST(decode_depth_schedules)
+{
+    const struct { const char *args; long long depth; } ok[] = {{"", 8}, {"--decode-depth 0", 0}, {"--decode-depth 12", 12}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        json_t *o = bench_json(ok[i].args);
+        ck_assert_msg(json_integer_value(json_object_get(o, "decode_depth")) == ok[i].depth, "'%s': decode_depth %lld",
+                      ok[i].args, (long long)json_integer_value(json_object_get(o, "decode_depth")));
+        ck_assert_msg(json_number_value(json_object_get(o, "decode_tokens_per_s")) > 0, "'%s': no decode", ok[i].args);
+        json_decref(o);
+    }
+    const struct { const char *args, *err; } bad[] = {
+        {"--decode-depth 0 --batch 2", "rlx-bench: --decode-depth runs with --batch 1\n"},
+        {"--decode-depth 12 --ctx 16", "rlx-bench: --ctx 16 is too small for 12 cache rows and --decode 4\n"},
+        {"--decode-depth -1", "rlx-bench: --decode-depth"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char cmd[16384];
+        snprintf(cmd, sizeof cmd, "'%s' --config '%s' --prefill 8 --decode 4 --reps 1 %s", tu_tool("tools/rlx-bench"),
+                 tu_fixture("llama32-tiny/config.json"), bad[i].args);
+        tu_result r = tu_run(cmd, 60);
+        ck_assert_msg(r.status == 2, "'%s': exit %d", bad[i].args, r.status);
+        ck_assert_msg(strncmp(r.err, bad[i].err, strlen(bad[i].err)) == 0, "'%s': %s", bad[i].args, r.err);
+        tu_result_free(&r);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("bench_peer");
@@ -141,6 +188,7 @@ int main(void)
     tcase_add_test(tc, peer_runs_after_each_rep);
     tcase_add_test(tc, peer_failure_fails_the_bench);
     tcase_add_test(tc, peer_refused_with_devices);
+    tcase_add_test(tc, decode_depth_schedules);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

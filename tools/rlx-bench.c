@@ -16,7 +16,8 @@
 
 static const char usage[] =
     "usage: rlx-bench (--model DIR | --config config.json) [--prefill T] [--decode N] [--batch B] [--ctx N] "
-    "[--backend NAME] [--threads N] [--profile NAME|FILE] [--reps R] [--sessions K] [--no-reference] [--json] "
+    "[--decode-depth D] [--backend NAME] [--threads N] [--profile NAME|FILE] [--reps R] [--sessions K] "
+    "[--no-reference] [--json] "
     "[--peer-llamacpp LLAMA_BENCH --peer-gguf FILE]";
 
 static const char help[] =
@@ -26,6 +27,10 @@ static const char help[] =
     "  --config FILE        config.json only: random seeded weights are generated\n"
     "  --prefill T          prompt length (default 128)\n"
     "  --decode N           decode steps (default 32)\n"
+    "  --decode-depth D     keys in the cache when decode starts (default: T, right after the timed\n"
+    "                       prefill); otherwise each rep resets the sessions and prefills D tokens\n"
+    "                       untimed first. 0 is llama-bench's tg (an empty context), the peer's\n"
+    "                       schedule; JSON \"decode_depth\" (batch 1)\n"
     "  --batch B            independent sequences (default 1): prefilled one after another, then\n"
     "                       decoded together, one step over B rows (rlx_session_decode_batch);\n"
     "                       decode tokens/s is the aggregate over the B sequences\n"
@@ -169,6 +174,7 @@ static int write_random_model(const char *config, const char *dir, uint64_t seed
 typedef struct bench_args {
     const char *model, *config;
     long long prefill, decode, batch, reps, seed, sessions, ctx;
+    long long depth; /* keys in the cache when decode starts (-1: the prefill's) */
     int json;
     int reference; /* measure machine ceilings in the same run */
     const char *peer_bin, *peer_gguf; /* llama.cpp's llama-bench and its model */
@@ -184,6 +190,7 @@ static int parse(int argc, char **argv, bench_args *a)
     a->batch = 1;
     a->reps = 3;
     a->seed = 1;
+    a->depth = -1;
     for (int i = 1; i < argc; i++) {
         const char *v;
         int r;
@@ -196,6 +203,7 @@ static int parse(int argc, char **argv, bench_args *a)
         VALUE("--prefill") { if (run_int("--prefill", v, 1, 1 << 20, &a->prefill)) goto bad; continue; }
         VALUE("--decode") { if (run_int("--decode", v, 0, 1 << 20, &a->decode)) goto bad; continue; }
         VALUE("--batch") { if (run_int("--batch", v, 1, 4096, &a->batch)) goto bad; continue; }
+        VALUE("--decode-depth") { if (run_int("--decode-depth", v, 0, 1 << 20, &a->depth)) goto bad; continue; }
         VALUE("--ctx") { if (run_int("--ctx", v, 1, 1 << 30, &a->ctx)) goto bad; continue; }
         VALUE("--reps") { if (run_int("--reps", v, 1, 10000, &a->reps)) goto bad; continue; }
         VALUE("--peer-llamacpp") { a->peer_bin = v; continue; }
@@ -218,9 +226,18 @@ static int parse(int argc, char **argv, bench_args *a)
         fprintf(stderr, "rlx-bench: --peer-llamacpp does not run with --devices\n%s\n", usage);
         return 2;
     }
-    if (a->ctx && a->ctx < a->prefill + a->decode + 1) {
-        fprintf(stderr, "rlx-bench: --ctx %lld is too small for --prefill %lld and --decode %lld\n%s\n", a->ctx,
-                a->prefill, a->decode, usage);
+    if (a->depth >= 0 && a->batch > 1) {
+        fprintf(stderr, "rlx-bench: --decode-depth runs with --batch 1\n%s\n", usage);
+        return 2;
+    }
+    if (a->depth >= 0 && a->mf.devices) {
+        fprintf(stderr, "rlx-bench: --decode-depth does not run with --devices\n%s\n", usage);
+        return 2;
+    }
+    long long rows = a->depth > a->prefill ? a->depth : a->prefill; /* the cache rows before decode */
+    if (a->ctx && a->ctx < rows + a->decode + 1) {
+        fprintf(stderr, "rlx-bench: --ctx %lld is too small for %lld cache rows and --decode %lld\n%s\n", a->ctx,
+                rows, a->decode, usage);
         return 2;
     }
     if (!a->model == !a->config) {
@@ -255,15 +272,16 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
     if (rlx_model_open(dir, &mo, &m, d) != 0) return 1;
     const rlx_model_config *cfg = rlx_model_get_config(m);
     int64_t T = a->prefill, N = a->decode, B = a->batch, V = cfg->vocab_size;
-    int32_t *ids = malloc((size_t)T * sizeof *ids);
+    int64_t D = a->depth >= 0 ? a->depth : T, P = D > T ? D : T; /* decode's start, prompt ids */
+    int32_t *ids = malloc((size_t)P * sizeof *ids);
     float *logits = malloc((size_t)(V * B) * sizeof *logits);
     int32_t *step_ids = malloc((size_t)B * sizeof *step_ids);
     double *pre = calloc((size_t)a->reps, sizeof *pre), *dec = calloc((size_t)a->reps, sizeof *dec);
     rlx_session **s = calloc((size_t)B, sizeof *s);
     int rc = (!ids || !logits || !step_ids || !pre || !dec || !s) ? rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory") : 0;
     uint64_t seed = (uint64_t)a->seed * 2654435761u + 1;
-    for (int64_t i = 0; i < T && !rc; i++) ids[i] = (int32_t)(rng_next(&seed) % (uint64_t)V);
-    for (int64_t b = 0; b < B && !rc; b++) rc = rlx_session_new(m, a->ctx ? a->ctx : T + N + 1, &s[b], d);
+    for (int64_t i = 0; i < P && !rc; i++) ids[i] = (int32_t)(rng_next(&seed) % (uint64_t)V);
+    for (int64_t b = 0; b < B && !rc; b++) rc = rlx_session_new(m, a->ctx ? a->ctx : P + N + 1, &s[b], d);
     /* the FLOPs of the prefill program each session runs (its last-row variant) */
     rlx_program_info pi = {0};
     if (!rc) rc = rlx_session_program(s[0], RLX_PHASE_PREFILL, 0, T, 0, &pi, NULL, d);
@@ -290,6 +308,11 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
             rc = rlx_session_prefill(s[b], ids, T, NULL, logits, d);
         }
         double t1 = run_now_ms();
+        if (D != T && !rc) { /* decode from D keys: the cache refilled, untimed */
+            rlx_session_reset(s[0]);
+            if (D > 0) rc = rlx_session_prefill(s[0], ids, D, NULL, logits, d);
+            t1 = run_now_ms();
+        }
         for (int64_t k = 0; k < N && !rc; k++) {
             if (B == 1) {
                 rc = rlx_session_decode(s[0], ids[k % T], logits, d);
@@ -318,7 +341,7 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
         double hd = cfg->head_dim > 0 ? (double)cfg->head_dim : (double)cfg->hidden_size / (double)cfg->num_heads;
         /* weights streamed once per decode token (in the compute dtype), plus the K/V cache read */
         double kv = 2.0 * (double)cfg->num_layers * (double)(cfg->num_kv_heads > 0 ? cfg->num_kv_heads : cfg->num_heads) *
-                    hd * ((double)T + (double)N / 2.0);
+                    hd * ((double)D + (double)N / 2.0);
         const char *pc = a->mf.precision ? a->mf.precision : "f32";
         int half = strcmp(pc, "f32") != 0, kv_half = half && !(a->mf.mixed && !strcmp(a->mf.mixed, "auto"));
         /* a batched step streams the weights once for its B tokens: bytes per token amortised */
@@ -379,6 +402,7 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
             json_object_set_new(o, "backend", json_string(rlx_model_backend_name(m)));
             json_object_set_new(o, "reps", json_integer(a->reps));
             json_object_set_new(o, "batch", json_integer(B));
+            json_object_set_new(o, "decode_depth", json_integer(D));
             if (ref.read_gbps > 0) {
                 json_t *r = json_object();
                 json_object_set_new(r, "read_gb_per_s", json_real(ref.read_gbps));
@@ -427,8 +451,8 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
         } else {
             printf("prefill %lld x %lld tokens: %.1f ms median, %.1f tok/s, %.2f GFLOP/s (%.3f GFLOP, counted "
                    "from the program)\n", (long long)B, (long long)T, pm, p_tps, gflops, flops / 1e9);
-            printf("decode  %lld x %lld tokens: %.1f ms median, %.1f tok/s, %.2f GB/s\n", (long long)B,
-                   (long long)N, dm, d_tps, gbs);
+            printf("decode  %lld x %lld tokens from %lld keys: %.1f ms median, %.1f tok/s, %.2f GB/s\n", (long long)B,
+                   (long long)N, (long long)D, dm, d_tps, gbs);
             printf("backend %s, %d threads, %lld reps\n", rlx_model_backend_name(m), rlx_model_threads(m),
                    a->reps);
             if (ref.read_gbps > 0)
