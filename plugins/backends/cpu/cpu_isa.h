@@ -55,8 +55,9 @@ typedef struct cpu_isa {
 
 enum { CPU_GEMM_MR = 32, CPU_GEMM_NR = 12 }; /* rows of a packed panel, widest column tile */
 
-/* a tile's 16-bit weight rows widened to f32 sit K + 16 floats apart: rows a multiple of
- * 4 KiB apart would share one L1 set, and a tile reads 12 of them at every k */
+/* a tile's weight rows in f32 (copied, or widened from 16 bits) sit K + 16 floats apart:
+ * rows a multiple of 4 KiB apart would share one L1 set, and a tile reads 12 of them at
+ * every k */
 static inline int64_t cpu_gemm_ldw(int64_t K) { return K + 16; }
 static inline int64_t cpu_gemm_wbuf(int64_t K) { return CPU_GEMM_NR * cpu_gemm_ldw(K); }
 

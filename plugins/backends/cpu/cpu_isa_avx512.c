@@ -4,8 +4,8 @@
  * and each weight is broadcast from its own row: the weights are never copied, whatever
  * their dtype. A tile is 32 rows × up to 12 columns (24 accumulators) over the whole K in
  * one pass, so every output is one f32 sum in k order however the work is sliced.
- * f16 weights (and bf16 on a CPU without AVX512-BF16): the tile's rows are converted to
- * f32 once (F16C) into the worker's buffer and reused by every row panel. */
+ * f32 and f16 weights (and bf16 on a CPU without AVX512-BF16): the tile's rows are copied
+ * (widened by F16C) once into the worker's buffer and reused by every row panel. */
 #include "cpu_isa.h"
 #ifdef CPU_HAVE_AVX2_BUILD
 #include <immintrin.h>
@@ -233,10 +233,12 @@ static int tile_width(int64_t left)
     return left >= 12 ? 12 : left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
 }
 
-/* columns [n0, n1) for rows [m0, m1). f32 weights (read in place): column tiles within
- * blocks of rows whose panels stay in L2 (about 256 KiB), so x comes from L3 once per block
- * of columns, not per tile. 16-bit weights: a tile is widened once for all the rows (x from
- * L3 per tile: ~3 bytes a cycle against ~24 FMA cycles a k), not once per block */
+/* columns [n0, n1) for rows [m0, m1). bf16 weights on vdpbf16ps (read in place): column
+ * tiles within blocks of rows whose panels stay in L2 (about 256 KiB), so x comes from L3
+ * once per block of columns, not per tile. f32 and f16 weights: a tile is copied (widened)
+ * once into wbuf, rows K + 16 floats apart (in place they are a multiple of 4 KiB apart: one
+ * L1 set for the 12 rows a k reads), and every row runs against it; x comes from L3 per
+ * tile (~3 bytes a cycle against ~24 FMA cycles a k). */
 static void gemm(int wdt, const float *xp, int64_t M, int64_t K, int64_t m0, int64_t m1, const void *wv,
                  int64_t n0, int64_t n1, const float *bias, float *y, int64_t ldy, float *wbuf)
 {
@@ -244,7 +246,7 @@ static void gemm(int wdt, const float *xp, int64_t M, int64_t K, int64_t m0, int
     int64_t units = bf ? (K + 1) / 2 : K;
     int64_t mc = (65536 / (units * MR) > 1 ? 65536 / (units * MR) : 1) * MR;
     if (m1 > M) m1 = M;
-    if (wdt != 0 && !bf) mc = m1 - m0;
+    if (!bf) mc = m1 - m0;
     for (int64_t mb = m0; mb < m1; mb += mc) {
         int64_t me = mb + mc < m1 ? mb + mc : m1;
         for (int64_t n = n0; n < n1;) {
@@ -259,25 +261,25 @@ static void gemm(int wdt, const float *xp, int64_t M, int64_t K, int64_t m0, int
                 default: cols_bf16_1(xp, M, K, units, mb, me, w, K, 1, bias, n, y, ldy); break;
                 }
             } else {
-                const float *w = (const float *)wv + n * K;
-                int64_t ldw = K;
-                if (wdt != 0) { /* 16-bit rows to f32 once for every row panel of the block */
-                    ldw = cpu_gemm_ldw(K);
-                    for (int j = 0; j < nr; j++) {
-                        const uint16_t *h = (const uint16_t *)wv + (n + j) * K;
-                        float *o = wbuf + j * ldw;
-                        int64_t i = 0;
-                        for (; i + 16 <= K; i += 16) {
-                            __m256i v = _mm256_loadu_si256((const __m256i *)(h + i));
-                            __m512 f = wdt == CPU_H_F16
-                                           ? _mm512_cvtph_ps(v)
-                                           : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
-                            _mm512_storeu_ps(o + i, f);
-                        }
-                        for (; i < K; i++) o[i] = cpu_h_load(wdt, h[i]);
+                const int64_t ldw = cpu_gemm_ldw(K);
+                for (int j = 0; j < nr; j++) { /* the tile's rows in f32, once for every row panel */
+                    float *o = wbuf + j * ldw;
+                    if (wdt == 0) {
+                        memcpy(o, (const float *)wv + (n + j) * K, (size_t)K * sizeof *o);
+                        continue;
                     }
-                    w = wbuf;
+                    const uint16_t *h = (const uint16_t *)wv + (n + j) * K;
+                    int64_t i = 0;
+                    for (; i + 16 <= K; i += 16) {
+                        __m256i v = _mm256_loadu_si256((const __m256i *)(h + i));
+                        __m512 f = wdt == CPU_H_F16
+                                       ? _mm512_cvtph_ps(v)
+                                       : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+                        _mm512_storeu_ps(o + i, f);
+                    }
+                    for (; i < K; i++) o[i] = cpu_h_load(wdt, h[i]);
                 }
+                const float *w = wbuf;
                 switch (nr) {
                 case 12: cols_f32_12(xp, M, K, units, mb, me, w, ldw, 12, bias, n, y, ldy); break;
                 case 8: cols_f32_8(xp, M, K, units, mb, me, w, ldw, 8, bias, n, y, ldy); break;

@@ -89,7 +89,7 @@ static int prep_common(const cpu_compile_ctx *c, cpu_node *nd, int transposed_w,
     int own = own_gemm(c->isa, nd, !transposed_w);
     int64_t rows = own && nd->M > OWN_ROWS ? OWN_ROWS : nd->M; /* rows of one GEMM call */
     if (own) nd->shared_floats += c->isa->gemm_x_floats(nd->dt[1], rows, nd->K);
-    if (nd->dt[1] != RLX_F32 && nd->M > GEMV_MAX_M) {
+    if ((nd->dt[1] != RLX_F32 || own) && nd->M > GEMV_MAX_M) {
         mm_plan p = plan_of(rows, nd->N, nd->K, own);
         nd->scratch_floats = (size_t)(own ? cpu_gemm_wbuf(nd->K) : (p.split_n ? p.chunk : nd->N) * nd->K);
     }
@@ -196,7 +196,7 @@ static void own_task(const mm_job *j, int64_t m0, int64_t m1, int64_t n0, int64_
     const cpu_isa *isa = j->r->be->isa;
     int64_t M = j->rows, N = nd->N, K = nd->K;
     int wdt = nd->dt[1];
-    float *wbuf = ws, *up = ws + (wdt != RLX_F32 ? cpu_gemm_wbuf(K) : 0), *y = j->y + j->r0 * N;
+    float *wbuf = ws, *up = ws + cpu_gemm_wbuf(K), *y = j->y + j->r0 * N;
     isa->gemm(wdt, j->xp, M, K, m0, m1, j->w, n0, n1, j->bias, y, N, wbuf);
     if (!j->w2) return;
     /* linear_swiglu: up [m1-m0, n1-n0] into this worker's scratch, then combine */
