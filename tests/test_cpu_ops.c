@@ -817,6 +817,135 @@ START_TEST(test_rope)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- 16-bit rows */
+
+static uint16_t to_h(int dt, float v)
+{
+    return dt == RLX_F16 ? rlx_f32_to_f16(v) : rlx_f32_to_bf16(v);
+}
+
+static float from_h(int dt, uint16_t v)
+{
+    return dt == RLX_F16 ? rlx_f16_to_f32(v) : rlx_bf16_to_f32(v);
+}
+
+/* o (f32 operands) with the float operands in mask (bit i: input i, bit 8 + i: output i)
+ * in dtype dt: on every handle each 16-bit output is the f32 op's output rounded once,
+ * bit for bit (the inputs are first rounded to values dt holds exactly, for both runs) */
+static void half_io_case(const top *o, int dt, unsigned mask)
+{
+    top o32 = *o, o16 = *o;
+    void *keep[5] = {0};
+    for (int i = 0; i < o->n_in; i++) {
+        if (!(mask & (1u << i))) continue;
+        size_t n = numel(&o->in[i].shape);
+        float *f = malloc(n * sizeof *f + 4);
+        uint16_t *h = malloc(n * 2 + 2);
+        for (size_t e = 0; e < n; e++) {
+            h[e] = to_h(dt, ((const float *)o->in[i].data)[e]);
+            f[e] = from_h(dt, h[e]);
+        }
+        o32.in[i].data = f;
+        o16.in[i] = TV(dt, h, o->in[i].shape);
+        keep[i] = f;
+        o16.in[i].data = h;
+    }
+    for (int i = 0; i < o->n_out; i++)
+        if (mask & (1u << (8 + i))) o16.out[i].dtype = dt;
+    for (int k = 0; k < NH; k++) {
+        void *r32[2], *r16[2];
+        rlx_diag d;
+        rlx_diag_init(&d);
+        int rc = run_op(HND[k], &o32, r32, &d);
+        ck_assert_msg(rc == 0, "%s f32 on handle %d: %s", o->op, k, d.msg);
+        rc = run_op(HND[k], &o16, r16, &d);
+        ck_assert_msg(rc == 0, "%s %s on handle %d: %s", o->op, dt == RLX_F16 ? "f16" : "bf16", k, d.msg);
+        for (int i = 0; i < o->n_out; i++) {
+            size_t n = numel(&o->out[i].shape);
+            for (size_t e = 0; e < n; e++) {
+                float v = ((const float *)r32[i])[e];
+                if (mask & (1u << (8 + i))) {
+                    uint16_t want = to_h(dt, v), got = ((const uint16_t *)r16[i])[e];
+                    ck_assert_msg(got == want, "%s dt %d handle %d output %d [%zu]: 0x%04x, want 0x%04x (%g)", o->op,
+                                  dt, k, i, e, got, want, (double)v);
+                } else {
+                    ck_assert_msg(memcmp(&v, (const float *)r16[i] + e, sizeof v) == 0,
+                                  "%s dt %d handle %d output %d [%zu] differs", o->op, dt, k, i, e);
+                }
+            }
+            free(r32[i]), free(r16[i]);
+        }
+    }
+    for (int i = 0; i < o->n_in; i++)
+        if (keep[i]) free(keep[i]), free((void *)o16.in[i].data);
+}
+
+START_TEST(test_rows_half)
+{
+    int rows = 9, H = 200, T = 7, nh = 4, d = 64;
+    float *a = rnd((size_t)(rows * H), 2), *b = rnd((size_t)(rows * H), 2), *w = rnd((size_t)H, 1);
+    float *x = rnd((size_t)(T * nh * d), 2), *inv = malloc(sizeof(float) * (size_t)(d / 2));
+    int32_t pos[7] = {100, 103, 106, 109, 112, 115, 118};
+    for (int i = 0; i < d / 2; i++) inv[i] = (float)pow(10000.0, -2.0 * i / 32);
+    for (int dt = RLX_F16; dt <= RLX_BF16; dt++) {
+        top rn = {.op = "rlx.rms_norm", .n_in = 2, .n_out = 1, .n_attrs = 2};
+        rn.in[0] = F(a, shp(2, rows, H));
+        rn.in[1] = F(w, shp(1, H));
+        rn.out[0] = F(NULL, shp(2, rows, H));
+        rlx_attr eps = RLX_ATTR_F("eps", 1e-5), one = RLX_ATTR_I("add_one", 1);
+        rn.attrs[0] = eps;
+        rn.attrs[1] = one;
+        half_io_case(&rn, dt, 1u | 1u << 8);
+        half_io_case(&rn, dt, 1u);      /* 16-bit in, f32 out */
+        half_io_case(&rn, dt, 1u << 8); /* f32 in, 16-bit out */
+
+        top an = {.op = "rlx.add_rms_norm", .n_in = 3, .n_out = 2, .n_attrs = 2};
+        an.in[0] = F(a, shp(2, rows, H));
+        an.in[1] = F(b, shp(2, rows, H));
+        an.in[2] = F(w, shp(1, H));
+        an.out[0] = F(NULL, shp(2, rows, H));
+        an.out[1] = F(NULL, shp(2, rows, H));
+        an.attrs[0] = eps;
+        an.attrs[1] = one;
+        half_io_case(&an, dt, 3u | 3u << 8); /* the norm reads the f32 sum, not the rounded one */
+        an.in[1] = F(b, shp(1, H));          /* b broadcast over the rows */
+        half_io_case(&an, dt, 3u | 1u << 9);
+
+        top rp = {.op = "rlx.rope", .n_in = 3, .n_out = 1, .n_attrs = 1};
+        rp.in[0] = F(x, shp(3, T, nh, d));
+        rp.in[1] = TV(RLX_I32, pos, shp(1, T));
+        rp.in[2] = F(inv, shp(1, d / 2));
+        rp.out[0] = F(NULL, shp(3, T, nh, d));
+        rlx_attr rot = RLX_ATTR_I("rot_dim", 32); /* a partial rotation: the rest copied */
+        rp.attrs[0] = rot;
+        half_io_case(&rp, dt, 1u | 1u << 8);
+
+        const char *ops[] = {"rlx.add", "rlx.sub", "rlx.mul", "rlx.swiglu", "rlx.geglu_tanh"};
+        for (int k = 0; k < 5; k++) {
+            top e = {.op = ops[k], .n_in = 2, .n_out = 1};
+            e.in[0] = F(a, shp(2, 5, 337)); /* 1,685 elements: a piece and a tail */
+            e.in[1] = F(b, shp(2, 5, 337));
+            e.out[0] = F(NULL, shp(2, 5, 337));
+            half_io_case(&e, dt, 3u | 1u << 8);
+            half_io_case(&e, dt, 1u); /* mixed: a 16-bit, b and the output f32 */
+        }
+    }
+    /* a broadcast b stays f32: 16-bit operands there are refused, naming the rule */
+    uint16_t ah[400] = {0}, bh[200] = {0};
+    top bad = {.op = "rlx.add", .n_in = 2, .n_out = 1};
+    bad.in[0] = TV(RLX_BF16, ah, shp(2, 2, 200));
+    bad.in[1] = TV(RLX_BF16, bh, shp(1, 200));
+    bad.out[0] = TV(RLX_BF16, NULL, shp(2, 2, 200));
+    void *res[2];
+    rlx_diag dg;
+    rlx_diag_init(&dg);
+    ck_assert_int_ne(run_op(HND[0], &bad, res, &dg), 0);
+    ck_assert_msg(strstr(dg.msg, "16-bit operands need b of a's shape") != NULL, "%s", dg.msg);
+    free(res[0]);
+    free(a), free(b), free(w), free(x), free(inv);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- attention */
 
 typedef struct attn_cfg {
@@ -1531,6 +1660,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(c, setup, teardown);
     tcase_set_timeout(c, 120);
     tcase_add_test(c, test_descriptor);
+    tcase_add_test(c, test_rows_half);
     tcase_add_test(c, test_probe);
     tcase_add_test(c, test_unknown_op);
     tcase_add_test(c, test_bad_shape_is_compile_error);

@@ -130,6 +130,12 @@ int cpu_supports_op(const rlx_node_desc *node, const rlx_value_desc *values);
 /* converts n values between f32 and a 16-bit dtype, in parallel chunks */
 void cpu_to_f32(const cpu_run *r, int dt, const void *x, float *o, int64_t n);
 void cpu_from_f32(const cpu_run *r, int dt, const float *x, void *o, int64_t n);
+/* row kernels on f32 or 16-bit rows of n elements: row i of input p (dtype dt) as f32, in
+ * place or widened into buf; where output row i is computed (in place, or buf); and buf
+ * rounded into it when the output is 16-bit */
+const float *cpu_row_in(const cpu_isa *isa, int dt, const void *p, int64_t i, int64_t n, float *buf);
+float *cpu_row_at(int dt, void *p, int64_t i, int64_t n, float *buf);
+void cpu_row_out(const cpu_isa *isa, int dt, void *p, int64_t i, int64_t n, const float *buf);
 int cpu_attr_int(const cpu_compile_ctx *c, const char *name, int64_t def, int64_t *out);
 int cpu_attr_float(const cpu_compile_ctx *c, const char *name, double def, double *out);
 const rlx_attr *cpu_attr_find(const cpu_compile_ctx *c, const char *name);

@@ -535,8 +535,10 @@ int cpu_prep_rope(const cpu_compile_ctx *c, cpu_node *nd)
 {
     if (cpu_need(c, 3, 3, 1)) return RLX_ERR_INVALID;
     const rlx_value_desc *x = cpu_val(c, 0), *pos = cpu_val(c, 1), *f = cpu_val(c, 2), *o = cpu_out(c, 0);
-    if (cpu_need_f32(c, x, "x") || cpu_need_f32(c, f, "inv_freq") || cpu_need_f32(c, o, "the output"))
+    if (cpu_need_float(c, x, "x") || cpu_need_f32(c, f, "inv_freq") || cpu_need_float(c, o, "the output"))
         return RLX_ERR_INVALID;
+    nd->dt[0] = x->dtype; /* 16-bit rows are widened, rotated in f32 and rounded once */
+    nd->dt[3] = o->dtype;
     if (!is_index_dtype(pos->dtype)) return cpu_bad(c, "positions must be i32");
     if (x->shape.ndim < 2) return cpu_bad(c, "x must be [T, heads, head_dim]");
     nd->T = x->shape.dims[0];
@@ -553,7 +555,7 @@ int cpu_prep_rope(const cpu_compile_ctx *c, cpu_node *nd)
         return cpu_bad(c, "inv_freq has %lld entries, rot_dim %lld needs %lld",
                        (long long)cpu_numel(&f->shape), (long long)nd->rot, (long long)(nd->rot / 2));
     nd->in_dtype = pos->dtype;
-    nd->scratch_floats = (size_t)nd->rot;
+    nd->scratch_floats = (size_t)(nd->rot + 2 * nd->hd); /* angles, then a 16-bit row in and out */
     return 0;
 }
 
@@ -567,10 +569,12 @@ static void rope_task(void *arg, int64_t task, int worker)
     rope_job *j = arg;
     const cpu_node *nd = j->r->nd;
     int64_t d = nd->hd, half = nd->rot / 2;
-    const float *x = CPU_F(j->r, 0), *inv = CPU_F(j->r, 2);
-    const void *pos = j->r->vp[nd->in[1]];
-    float *o = CPU_O(j->r, 0);
+    const float *inv = CPU_F(j->r, 2);
+    const void *pos = j->r->vp[nd->in[1]], *x = j->r->vp[nd->in[0]];
+    void *o = j->r->vp[nd->out[0]];
+    const cpu_isa *isa = j->r->be->isa;
     float *cs = j->r->scratch + (size_t)worker * j->r->scratch_stride, *sn = cs + half;
+    float *xb = cs + nd->rot, *ob = xb + d;
     int64_t t0 = task * j->chunk, t1 = t0 + j->chunk < nd->T ? t0 + j->chunk : nd->T;
     for (int64_t t = t0; t < t1; t++) {
         float p = (float)read_index(pos, nd->in_dtype, t);
@@ -580,8 +584,9 @@ static void rope_task(void *arg, int64_t task, int worker)
             sn[i] = sinf(th);
         }
         for (int64_t h = 0; h < nd->nh; h++) {
-            const float *xr = x + (t * nd->nh + h) * d;
-            float *orow = o + (t * nd->nh + h) * d;
+            int64_t row = t * nd->nh + h;
+            const float *xr = cpu_row_in(isa, nd->dt[0], x, row, d, xb);
+            float *orow = cpu_row_at(nd->dt[3], o, row, d, ob);
             for (int64_t i = 0; i < half; i++) {
                 float a = xr[i], b = xr[i + half];
                 orow[i] = a * cs[i] - b * sn[i];
@@ -589,6 +594,7 @@ static void rope_task(void *arg, int64_t task, int worker)
             }
             if (orow != xr)
                 for (int64_t i = nd->rot; i < d; i++) orow[i] = xr[i];
+            cpu_row_out(isa, nd->dt[3], o, row, d, orow);
         }
     }
 }

@@ -1,5 +1,8 @@
 /* Elementwise ops: add/sub/mul with suffix broadcasting, the unary maps (scale,
- * add_scalar, activations, softcap) and the gated composites (swiglu, geglu_tanh). */
+ * add_scalar, activations, softcap) and the gated composites (swiglu, geglu_tanh).
+ * add/sub/mul of two same-shape operands and the gated ops also take f16/bf16 operands:
+ * widened a piece at a time, computed in f32 as the f32 kernel does and rounded once on the
+ * store (what casts around them would give). */
 #include "cpu_backend.h"
 #include <math.h>
 #include <string.h>
@@ -7,6 +10,25 @@
 enum { U_SCALE, U_ADD_SCALAR, U_SILU, U_GELU, U_GELU_TANH, U_TANH, U_SOFTCAP, U_RELU, U_SIN, U_COS };
 
 #define FLAT_CHUNK(n) cpu_chunk((n), 16384, 64, 64)
+#define PIECE 1024 /* elements widened at a time (16-bit operands): three rows of scratch */
+
+/* 16-bit operands: dtypes of a, b and the output in nd->dt[0], [1], [3] and the scratch */
+static int prep_half3(const cpu_compile_ctx *c, cpu_node *nd, const rlx_value_desc *a, const rlx_value_desc *b,
+                      const rlx_value_desc *o)
+{
+    if (cpu_need_float(c, a, "a") || cpu_need_float(c, b, "b") || cpu_need_float(c, o, "the output"))
+        return RLX_ERR_INVALID;
+    nd->dt[0] = a->dtype;
+    nd->dt[1] = b->dtype;
+    nd->dt[3] = o->dtype;
+    nd->scratch_floats = 3 * PIECE;
+    return 0;
+}
+
+static int any_half(const cpu_node *nd)
+{
+    return nd->dt[0] != RLX_F32 || nd->dt[1] != RLX_F32 || nd->dt[3] != RLX_F32;
+}
 
 /* ---------------------------------------------------------------- binary */
 
@@ -14,8 +36,9 @@ int cpu_prep_binary(const cpu_compile_ctx *c, cpu_node *nd)
 {
     if (cpu_need(c, 2, 2, 1)) return RLX_ERR_INVALID;
     const rlx_value_desc *a = cpu_val(c, 0), *b = cpu_val(c, 1), *o = cpu_out(c, 0);
-    if (cpu_need_f32(c, a, "a") || cpu_need_f32(c, b, "b") || cpu_need_f32(c, o, "the output"))
-        return RLX_ERR_INVALID;
+    if (prep_half3(c, nd, a, b, o)) return RLX_ERR_INVALID;
+    if (any_half(nd) && cpu_numel(&b->shape) != cpu_numel(&a->shape))
+        return cpu_bad(c, "16-bit operands need b of a's shape (b broadcasts in f32 only)");
     const char *op = c->node->op;
     nd->bin_op = strcmp(op, "rlx.add") == 0 ? CPU_BIN_ADD : strcmp(op, "rlx.sub") == 0 ? CPU_BIN_SUB
                                                                                      : CPU_BIN_MUL;
@@ -44,11 +67,41 @@ typedef struct ew_job {
     int64_t n, chunk;
 } ew_job;
 
+typedef void (*piece_fn)(const cpu_run *r, float *o, const float *a, const float *b, int64_t n);
+
+/* elements [lo, hi) of two same-shape operands: in place when all three are f32, else in
+ * pieces widened into the worker's scratch */
+static void flat_range(const ew_job *j, int64_t lo, int64_t hi, int worker, piece_fn fn)
+{
+    const cpu_run *r = j->r;
+    const cpu_node *nd = r->nd;
+    if (!any_half(nd)) {
+        fn(r, j->o + lo, j->a + lo, j->b + lo, hi - lo);
+        return;
+    }
+    const cpu_isa *isa = r->be->isa;
+    const void *a = r->vp[nd->in[0]], *b = r->vp[nd->in[1]];
+    void *o = r->vp[nd->out[0]];
+    float *ab = r->scratch + (size_t)worker * r->scratch_stride, *bb = ab + PIECE, *ob = bb + PIECE;
+    for (int64_t p = lo; p < hi; p += PIECE) {
+        int64_t n = hi - p < PIECE ? hi - p : PIECE;
+        float *op = cpu_row_at(nd->dt[3], (char *)o + p * (nd->dt[3] == RLX_F32 ? 4 : 2), 0, n, ob);
+        fn(r, op, cpu_row_in(isa, nd->dt[0], (const char *)a + p * (nd->dt[0] == RLX_F32 ? 4 : 2), 0, n, ab),
+           cpu_row_in(isa, nd->dt[1], (const char *)b + p * (nd->dt[1] == RLX_F32 ? 4 : 2), 0, n, bb), n);
+        cpu_row_out(isa, nd->dt[3], (char *)o + p * (nd->dt[3] == RLX_F32 ? 4 : 2), 0, n, op);
+    }
+}
+
+static void binary_piece(const cpu_run *r, float *o, const float *a, const float *b, int64_t n)
+{
+    r->be->isa->binary(r->nd->bin_op, o, a, b, n);
+}
+
 static void binary_same_task(void *arg, int64_t t, int worker)
 {
     ew_job *j = arg;
     int64_t lo = t * j->chunk, hi = lo + j->chunk < j->n ? lo + j->chunk : j->n;
-    j->r->be->isa->binary(j->r->nd->bin_op, j->o + lo, j->a + lo, j->b + lo, hi - lo);
+    flat_range(j, lo, hi, worker, binary_piece);
 }
 
 static void binary_rows_task(void *arg, int64_t t, int worker)
@@ -193,8 +246,7 @@ int cpu_prep_gated(const cpu_compile_ctx *c, cpu_node *nd)
 {
     if (cpu_need(c, 2, 2, 1)) return RLX_ERR_INVALID;
     const rlx_value_desc *g = cpu_val(c, 0), *u = cpu_val(c, 1), *o = cpu_out(c, 0);
-    if (cpu_need_f32(c, g, "gate") || cpu_need_f32(c, u, "up") || cpu_need_f32(c, o, "the output"))
-        return RLX_ERR_INVALID;
+    if (prep_half3(c, nd, g, u, o)) return RLX_ERR_INVALID;
     nd->cols = cpu_numel(&g->shape);
     if (cpu_numel(&u->shape) != nd->cols || cpu_numel(&o->shape) != nd->cols)
         return cpu_bad(c, "gate, up and the output must have the same %lld elements",
@@ -203,15 +255,20 @@ int cpu_prep_gated(const cpu_compile_ctx *c, cpu_node *nd)
     return 0;
 }
 
+static void gated_piece(const cpu_run *r, float *o, const float *g, const float *u, int64_t n)
+{
+    if (r->nd->flag == U_SILU) {
+        r->be->isa->swiglu(o, g, u, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) o[i] = gelu_tanh1(g[i]) * u[i];
+}
+
 static void gated_task(void *arg, int64_t t, int worker)
 {
     ew_job *j = arg;
     int64_t lo = t * j->chunk, hi = lo + j->chunk < j->n ? lo + j->chunk : j->n;
-    if (j->r->nd->flag == U_SILU) {
-        j->r->be->isa->swiglu(j->o + lo, j->a + lo, j->b + lo, hi - lo);
-        return;
-    }
-    for (int64_t i = lo; i < hi; i++) j->o[i] = gelu_tanh1(j->a[i]) * j->b[i];
+    flat_range(j, lo, hi, worker, gated_piece);
 }
 
 int cpu_run_gated(const cpu_run *r)

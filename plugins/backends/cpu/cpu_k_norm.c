@@ -1,19 +1,24 @@
 /* Row-wise ops: softmax, rms_norm, layer_norm and the add_rms_norm composite. One row is
- * always reduced by one thread, so results do not depend on the thread count. */
+ * always reduced by one thread, so results do not depend on the thread count. rms_norm and
+ * add_rms_norm also read and write 16-bit rows: each row is widened to f32, computed as the
+ * f32 kernel computes it and rounded once on the store (what casts around it would give). */
 #include "cpu_backend.h"
 #include <math.h>
 
-static int prep_rows(const cpu_compile_ctx *c, cpu_node *nd, uint32_t n_in, uint32_t n_out)
+/* half: x and the outputs may be f16 or bf16 (dtypes in nd->dt: x 0, outputs 2 and 3) */
+static int prep_rows(const cpu_compile_ctx *c, cpu_node *nd, uint32_t n_in, uint32_t n_out, int half)
 {
     if (cpu_need(c, n_in, n_in, n_out)) return RLX_ERR_INVALID;
     const rlx_value_desc *x = cpu_val(c, 0);
-    if (cpu_need_f32(c, x, "x")) return RLX_ERR_INVALID;
+    if (half ? cpu_need_float(c, x, "x") : cpu_need_f32(c, x, "x")) return RLX_ERR_INVALID;
     if (x->shape.ndim < 1) return cpu_bad(c, "x must have at least one dim");
+    nd->dt[0] = x->dtype;
     nd->cols = x->shape.dims[x->shape.ndim - 1];
     nd->rows = nd->cols ? cpu_numel(&x->shape) / nd->cols : 0;
     for (uint32_t i = 0; i < n_out; i++) {
         const rlx_value_desc *o = cpu_out(c, i);
-        if (cpu_need_f32(c, o, "the output")) return RLX_ERR_INVALID;
+        if (half ? cpu_need_float(c, o, "the output") : cpu_need_f32(c, o, "the output")) return RLX_ERR_INVALID;
+        nd->dt[3 - (int)(n_out - 1 - i)] = o->dtype; /* the last output in dt[3] */
         if (cpu_numel(&o->shape) != nd->rows * nd->cols)
             return cpu_bad(c, "output %u must have x's %lld elements", i,
                            (long long)(nd->rows * nd->cols));
@@ -69,7 +74,7 @@ static void run_rows(const cpu_run *r, cpu_task_fn fn)
 
 int cpu_prep_softmax(const cpu_compile_ctx *c, cpu_node *nd)
 {
-    return prep_rows(c, nd, 1, 1);
+    return prep_rows(c, nd, 1, 1, 0);
 }
 
 static void softmax_task(void *arg, int64_t t, int worker)
@@ -95,7 +100,8 @@ int cpu_run_softmax(const cpu_run *r)
 
 int cpu_prep_rms_norm(const cpu_compile_ctx *c, cpu_node *nd)
 {
-    if (prep_rows(c, nd, 2, 1) || prep_vec(c, nd, 1, "w") || prep_eps(c, nd, 1)) return RLX_ERR_INVALID;
+    if (prep_rows(c, nd, 2, 1, 1) || prep_vec(c, nd, 1, "w") || prep_eps(c, nd, 1)) return RLX_ERR_INVALID;
+    nd->scratch_floats = (size_t)(2 * nd->cols); /* a 16-bit row in and out */
     return 0;
 }
 
@@ -111,10 +117,15 @@ static void rms_task(void *arg, int64_t t, int worker)
 {
     row_job *j = arg;
     ROW_RANGE(j, t);
-    const float *x = CPU_F(j->r, 0), *w = CPU_F(j->r, 1);
-    float *o = CPU_O(j->r, 0);
-    for (int64_t row = lo; row < hi; row++)
-        rms_row(isa, o + row * H, x + row * H, w, H, nd->fa, nd->flag);
+    const void *x = j->r->vp[nd->in[0]];
+    const float *w = CPU_F(j->r, 1);
+    void *o = j->r->vp[nd->out[0]];
+    float *xb = j->r->scratch + (size_t)worker * j->r->scratch_stride, *ob = xb + H;
+    for (int64_t row = lo; row < hi; row++) {
+        float *orow = cpu_row_at(nd->dt[3], o, row, H, ob);
+        rms_row(isa, orow, cpu_row_in(isa, nd->dt[0], x, row, H, xb), w, H, nd->fa, nd->flag);
+        cpu_row_out(isa, nd->dt[3], o, row, H, orow);
+    }
 }
 
 int cpu_run_rms_norm(const cpu_run *r)
@@ -127,9 +138,11 @@ int cpu_run_rms_norm(const cpu_run *r)
 
 int cpu_prep_add_rms_norm(const cpu_compile_ctx *c, cpu_node *nd)
 {
-    if (prep_rows(c, nd, 3, 2) || prep_vec(c, nd, 2, "w") || prep_eps(c, nd, 1)) return RLX_ERR_INVALID;
+    if (prep_rows(c, nd, 3, 2, 1) || prep_vec(c, nd, 2, "w") || prep_eps(c, nd, 1)) return RLX_ERR_INVALID;
     const rlx_value_desc *b = cpu_val(c, 1);
-    if (cpu_need_f32(c, b, "b")) return RLX_ERR_INVALID;
+    if (cpu_need_float(c, b, "b")) return RLX_ERR_INVALID;
+    nd->dt[1] = b->dtype;
+    nd->scratch_floats = (size_t)(4 * nd->cols); /* 16-bit rows of a, b, the sum and the norm */
     nd->nb = cpu_numel(&b->shape);
     if (nd->nb == 0 || nd->nb % (nd->cols ? nd->cols : 1) != 0 ||
         (nd->rows * nd->cols) % nd->nb != 0)
@@ -142,11 +155,18 @@ static void add_rms_task(void *arg, int64_t t, int worker)
 {
     row_job *j = arg;
     ROW_RANGE(j, t);
-    const float *a = CPU_F(j->r, 0), *b = CPU_F(j->r, 1), *w = CPU_F(j->r, 2);
-    float *s = CPU_O(j->r, 0), *n = CPU_O(j->r, 1);
+    const void *a = j->r->vp[nd->in[0]], *b = j->r->vp[nd->in[1]];
+    const float *w = CPU_F(j->r, 2);
+    void *s = j->r->vp[nd->out[0]], *n = j->r->vp[nd->out[1]];
+    float *ab = j->r->scratch + (size_t)worker * j->r->scratch_stride, *bb = ab + H, *sb = bb + H, *nb = sb + H;
     for (int64_t row = lo; row < hi; row++) {
-        isa->binary(CPU_BIN_ADD, s + row * H, a + row * H, b + (row * H) % nd->nb, H);
-        rms_row(isa, n + row * H, s + row * H, w, H, nd->fa, nd->flag);
+        /* the sum in f32 is what the norm reads; it is rounded only where it is stored */
+        float *srow = cpu_row_at(nd->dt[2], s, row, H, sb), *nrow = cpu_row_at(nd->dt[3], n, row, H, nb);
+        isa->binary(CPU_BIN_ADD, srow, cpu_row_in(isa, nd->dt[0], a, row, H, ab),
+                    cpu_row_in(isa, nd->dt[1], b, (row * H) % nd->nb / H, H, bb), H);
+        rms_row(isa, nrow, srow, w, H, nd->fa, nd->flag);
+        cpu_row_out(isa, nd->dt[2], s, row, H, srow);
+        cpu_row_out(isa, nd->dt[3], n, row, H, nrow);
     }
 }
 
@@ -160,7 +180,7 @@ int cpu_run_add_rms_norm(const cpu_run *r)
 
 int cpu_prep_layer_norm(const cpu_compile_ctx *c, cpu_node *nd)
 {
-    if (prep_rows(c, nd, 3, 1) || prep_vec(c, nd, 1, "w") || prep_vec(c, nd, 2, "b") ||
+    if (prep_rows(c, nd, 3, 1, 0) || prep_vec(c, nd, 1, "w") || prep_vec(c, nd, 2, "b") ||
         prep_eps(c, nd, 0))
         return RLX_ERR_INVALID;
     return 0;

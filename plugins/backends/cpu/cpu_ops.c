@@ -148,6 +148,23 @@ int cpu_is_float(int dt)
     return dt == RLX_F32 || dt == RLX_F16 || dt == RLX_BF16;
 }
 
+const float *cpu_row_in(const cpu_isa *isa, int dt, const void *p, int64_t i, int64_t n, float *buf)
+{
+    if (dt == RLX_F32) return (const float *)p + i * n;
+    isa->h_to_f32(dt, (const uint16_t *)p + i * n, buf, n);
+    return buf;
+}
+
+float *cpu_row_at(int dt, void *p, int64_t i, int64_t n, float *buf)
+{
+    return dt == RLX_F32 ? (float *)p + i * n : buf;
+}
+
+void cpu_row_out(const cpu_isa *isa, int dt, void *p, int64_t i, int64_t n, const float *buf)
+{
+    if (dt != RLX_F32) isa->f32_to_h(dt, buf, (uint16_t *)p + i * n, n);
+}
+
 int cpu_need_float(const cpu_compile_ctx *c, const rlx_value_desc *v, const char *what)
 {
     if (!cpu_is_float(v->dtype)) return cpu_bad(c, "%s must be f32, f16 or bf16 (dtype %d)", what, v->dtype);
@@ -158,6 +175,10 @@ int cpu_need_float(const cpu_compile_ctx *c, const rlx_value_desc *v, const char
  *  - matmul, linear_swiglu: x, weights and output each f32, f16 or bf16; bias f32;
  *  - embedding: table and output each f32, f16 or bf16;
  *  - attention (and attention_rows): q, k, v, output each f32, f16 or bf16; mask f32;
+ *  - rms_norm, add_rms_norm, rope: x (a, b) and outputs each f32, f16 or bf16; the norm's
+ *    weight and rope's inv_freq f32;
+ *  - swiglu, geglu_tanh, and add/sub/mul of same-shape operands: each f32, f16 or bf16
+ *    (a broadcast b: f32 only);
  *  - data movement (cache_write(_rows), transpose, concat, slice, last_row, copy, all_gather): any one
  *    dtype for all operands; cast: anything;
  *  - the rest: f32. */
@@ -165,13 +186,19 @@ int cpu_supports_op(const rlx_node_desc *n, const rlx_value_desc *vals)
 {
     if (!n || !n->op || !cpu_op_find(n->op)) return 0;
     static const char *const any_in[] = {"rlx.matmul", "rlx.linear_swiglu", "rlx.embedding", "rlx.attention",
-                                         "rlx.attention_rows", NULL};
+                                         "rlx.attention_rows", "rlx.rms_norm", "rlx.add_rms_norm", "rlx.rope",
+                                         "rlx.swiglu", "rlx.geglu_tanh", NULL};
+    static const char *const binary[] = {"rlx.add", "rlx.sub", "rlx.mul", NULL};
     static const char *const same[] = {"rlx.cache_write", "rlx.cache_write_rows", "rlx.transpose", "rlx.concat", "rlx.slice",
                                        "rlx.last_row", "rlx.copy", "rlx.all_gather", NULL};
     if (!strcmp(n->op, "rlx.cast")) return 1;
     int kind = 0;
     for (int i = 0; any_in[i]; i++) if (!strcmp(n->op, any_in[i])) kind = 1;
     for (int i = 0; same[i]; i++) if (!strcmp(n->op, same[i])) kind = 2;
+    for (int i = 0; binary[i]; i++) /* same-shape operands: as any_in */
+        if (!strcmp(n->op, binary[i]) && n->n_inputs == 2 && n->inputs[0] >= 0 && n->inputs[1] >= 0 &&
+            cpu_numel(&vals[n->inputs[0]].shape) == cpu_numel(&vals[n->inputs[1]].shape))
+            kind = 1;
     int first = -1;
     for (uint32_t j = 0; j < n->n_inputs + n->n_outputs; j++) {
         int32_t v = j < n->n_inputs ? n->inputs[j] : n->outputs[j - n->n_inputs];
@@ -179,9 +206,11 @@ int cpu_supports_op(const rlx_node_desc *n, const rlx_value_desc *vals)
         int dt = vals[v].dtype;
         if (!cpu_is_float(dt)) continue;
         if (kind == 1) {
-            /* bias of a matmul, mask of attention: f32 */
+            /* bias of a matmul, mask of attention, a norm's weight, rope's inv_freq: f32 */
             int f32_only = (!strcmp(n->op, "rlx.matmul") && j == 2 && j < n->n_inputs) ||
-                           (!strcmp(n->op, "rlx.attention") && j >= 3 && j < n->n_inputs);
+                           (!strcmp(n->op, "rlx.attention") && j >= 3 && j < n->n_inputs) ||
+                           (!strcmp(n->op, "rlx.rms_norm") && j == 1) || (!strcmp(n->op, "rlx.add_rms_norm") && j == 2) ||
+                           (!strcmp(n->op, "rlx.rope") && j == 2);
             if (f32_only && dt != RLX_F32) return 0;
         } else if (kind == 2) {
             if (first < 0) first = dt;
