@@ -227,6 +227,24 @@ TILES_N(4)
 TILES_N(2)
 TILES_N(1)
 
+/* 16 weights of a row at k (f32 when h == 0, else 16-bit widened in registers); the
+ * masked form reads only the first lanes of mk and zeroes the rest */
+AI __m512 w16(const int h, const void *row, int64_t k)
+{
+    if (h == 0) return _mm512_loadu_ps((const float *)row + k);
+    __m256i v = _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + k));
+    if (h == CPU_H_F16) return _mm512_cvtph_ps(v);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+}
+
+AI __m512 w16_mask(const int h, const void *row, int64_t k, __mmask16 mk)
+{
+    if (h == 0) return _mm512_maskz_loadu_ps(mk, (const float *)row + k);
+    __m256i v = _mm256_maskz_loadu_epi16(mk, (const uint16_t *)row + k);
+    if (h == CPU_H_F16) return _mm512_cvtph_ps(v);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+}
+
 /* widest tile that fits the columns left */
 static int tile_width(int64_t left)
 {
@@ -263,21 +281,14 @@ static void gemm(int wdt, const float *xp, int64_t M, int64_t K, int64_t m0, int
             } else {
                 const int64_t ldw = cpu_gemm_ldw(K);
                 for (int j = 0; j < nr; j++) { /* the tile's rows in f32, once for every row panel */
+                    const void *row = (const char *)wv + (size_t)((n + j) * K) * (wdt ? 2u : 4u);
                     float *o = wbuf + j * ldw;
-                    if (wdt == 0) {
-                        memcpy(o, (const float *)wv + (n + j) * K, (size_t)K * sizeof *o);
-                        continue;
-                    }
-                    const uint16_t *h = (const uint16_t *)wv + (n + j) * K;
                     int64_t i = 0;
-                    for (; i + 16 <= K; i += 16) {
-                        __m256i v = _mm256_loadu_si256((const __m256i *)(h + i));
-                        __m512 f = wdt == CPU_H_F16
-                                       ? _mm512_cvtph_ps(v)
-                                       : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
-                        _mm512_storeu_ps(o + i, f);
+                    for (; i + 16 <= K; i += 16) _mm512_storeu_ps(o + i, w16(wdt, row, i));
+                    if (i < K) {
+                        __mmask16 mk = (__mmask16)((1u << (K - i)) - 1);
+                        _mm512_mask_storeu_ps(o + i, mk, w16_mask(wdt, row, i, mk));
                     }
-                    for (; i < K; i++) o[i] = cpu_h_load(wdt, h[i]);
                 }
                 const float *w = wbuf;
                 switch (nr) {
@@ -294,24 +305,6 @@ static void gemm(int wdt, const float *xp, int64_t M, int64_t K, int64_t m0, int
 }
 
 /* ---- few-row matmuls (decode): the weights streamed once, 16 per zmm ---- */
-
-/* 16 weights of a row at k (f32 when h == 0, else 16-bit widened in registers); the
- * masked form reads only the first lanes of mk and zeroes the rest */
-AI __m512 w16(const int h, const void *row, int64_t k)
-{
-    if (h == 0) return _mm512_loadu_ps((const float *)row + k);
-    __m256i v = _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + k));
-    if (h == CPU_H_F16) return _mm512_cvtph_ps(v);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
-}
-
-AI __m512 w16_mask(const int h, const void *row, int64_t k, __mmask16 mk)
-{
-    if (h == 0) return _mm512_maskz_loadu_ps(mk, (const float *)row + k);
-    __m256i v = _mm256_maskz_loadu_epi16(mk, (const uint16_t *)row + k);
-    if (h == CPU_H_F16) return _mm512_cvtph_ps(v);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
-}
 
 /* f32 or 16-bit weights (h): M rows of x against R weight rows n, n + rs, .., one 16-lane
  * accumulator per (row, weight row), the same FMA sequence for every accumulator whatever
@@ -408,16 +401,6 @@ AI __m512 hsum16(__m512 a[16])
     return _mm512_permutexvar_ps(idx, g);
 }
 
-/* 16 elements of a key or value row from i on (masked): f32 as stored, or 16-bit (h is
- * CPU_H_F16 or CPU_H_BF16) converted exactly on the load; h is a constant at every call */
-AI __m512 kv16(const int h, const void *row, int64_t i, __mmask16 mk)
-{
-    if (!h) return _mm512_maskz_loadu_ps(mk, (const float *)row + i);
-    __m256i v = _mm256_maskz_loadu_epi16(mk, (const uint16_t *)row + i);
-    if (h == CPU_H_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
-    return _mm512_cvtph_ps(v);
-}
-
 /* row i of a key or value block of ld elements a row, in bytes of its dtype */
 AI const void *kv_row(const int h, const void *k, int64_t i, int64_t ld)
 {
@@ -443,7 +426,7 @@ AI void qk_tile(const int h, const float *q, int64_t ldq, const int G, const int
         for (int g = 0; g < G; g++) qv[g] = _mm512_maskz_loadu_ps(mk, q + g * ldq + c);
         #pragma GCC unroll 8
         for (int i = 0; i < KN; i++) {
-            __m512 kv = kv16(h, kr[i], c, mk);
+            __m512 kv = w16_mask(h, kr[i], c, mk);
             #pragma GCC unroll 4
             for (int g = 0; g < G; g++) a[g * KN + i] = _mm512_fmadd_ps(qv[g], kv, a[g * KN + i]);
         }
@@ -492,7 +475,7 @@ AI void qk_h(const int h, const float *q, int64_t ldq, int G, const void *k, int
             __mmask16 mk = (__mmask16)(d - c >= 16 ? 0xffff : (1u << (d - c)) - 1);
             __m512 qv = _mm512_maskz_loadu_ps(mk, q + c);
             #pragma GCC unroll 16
-            for (int i = 0; i < 16; i++) a[i] = _mm512_fmadd_ps(qv, kv16(h, kr[i], c, mk), a[i]);
+            for (int i = 0; i < 16; i++) a[i] = _mm512_fmadd_ps(qv, w16_mask(h, kr[i], c, mk), a[i]);
         }
         _mm512_mask_storeu_ps(s + i0, (__mmask16)((1u << nk) - 1), _mm512_mul_ps(hsum16(a), sc));
     }
@@ -527,7 +510,7 @@ AI void pv_cols(const int h, const float *p, int64_t ldp, const int G, const voi
         __m512 vv[4];
         const void *vr = kv_row(h, v, i, ldv);
         #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) vv[c] = kv16(h, vr, c0 + 16 * c, mk[c]);
+        for (int c = 0; c < 4; c++) vv[c] = w16_mask(h, vr, c0 + 16 * c, mk[c]);
         #pragma GCC unroll 4
         for (int g = 0; g < G; g++) {
             __m512 pb = _mm512_set1_ps(p[g * ldp + i]);

@@ -12,11 +12,12 @@ enum { U_SCALE, U_ADD_SCALAR, U_SILU, U_GELU, U_GELU_TANH, U_TANH, U_SOFTCAP, U_
 #define FLAT_CHUNK(n) cpu_chunk((n), 16384, 64, 64)
 #define PIECE 1024 /* elements widened at a time (16-bit operands): three rows of scratch */
 
-/* 16-bit operands: dtypes of a, b and the output in nd->dt[0], [1], [3] and the scratch */
-static int prep_half3(const cpu_compile_ctx *c, cpu_node *nd, const rlx_value_desc *a, const rlx_value_desc *b,
-                      const rlx_value_desc *o)
+/* two float operands (named an, bn in errors) and the output: their dtypes in nd->dt[0],
+ * [1], [3], and the scratch 16-bit ones are widened into */
+static int prep_half3(const cpu_compile_ctx *c, cpu_node *nd, const rlx_value_desc *a, const char *an,
+                      const rlx_value_desc *b, const char *bn, const rlx_value_desc *o)
 {
-    if (cpu_need_float(c, a, "a") || cpu_need_float(c, b, "b") || cpu_need_float(c, o, "the output"))
+    if (cpu_need_float(c, a, an) || cpu_need_float(c, b, bn) || cpu_need_float(c, o, "the output"))
         return RLX_ERR_INVALID;
     nd->dt[0] = a->dtype;
     nd->dt[1] = b->dtype;
@@ -36,7 +37,7 @@ int cpu_prep_binary(const cpu_compile_ctx *c, cpu_node *nd)
 {
     if (cpu_need(c, 2, 2, 1)) return RLX_ERR_INVALID;
     const rlx_value_desc *a = cpu_val(c, 0), *b = cpu_val(c, 1), *o = cpu_out(c, 0);
-    if (prep_half3(c, nd, a, b, o)) return RLX_ERR_INVALID;
+    if (prep_half3(c, nd, a, "a", b, "b", o)) return RLX_ERR_INVALID;
     if (any_half(nd) && cpu_numel(&b->shape) != cpu_numel(&a->shape))
         return cpu_bad(c, "16-bit operands need b of a's shape (b broadcasts in f32 only)");
     const char *op = c->node->op;
@@ -80,15 +81,15 @@ static void flat_range(const ew_job *j, int64_t lo, int64_t hi, int worker, piec
         return;
     }
     const cpu_isa *isa = r->be->isa;
-    const void *a = r->vp[nd->in[0]], *b = r->vp[nd->in[1]];
-    void *o = r->vp[nd->out[0]];
+    const char *a = r->vp[nd->in[0]], *b = r->vp[nd->in[1]];
+    char *o = r->vp[nd->out[0]];
+    size_t ea = cpu_dtype_size(nd->dt[0]), eb = cpu_dtype_size(nd->dt[1]), eo = cpu_dtype_size(nd->dt[3]);
     float *ab = r->scratch + (size_t)worker * r->scratch_stride, *bb = ab + PIECE, *ob = bb + PIECE;
     for (int64_t p = lo; p < hi; p += PIECE) {
         int64_t n = hi - p < PIECE ? hi - p : PIECE;
-        float *op = cpu_row_at(nd->dt[3], (char *)o + p * (nd->dt[3] == RLX_F32 ? 4 : 2), 0, n, ob);
-        fn(r, op, cpu_row_in(isa, nd->dt[0], (const char *)a + p * (nd->dt[0] == RLX_F32 ? 4 : 2), 0, n, ab),
-           cpu_row_in(isa, nd->dt[1], (const char *)b + p * (nd->dt[1] == RLX_F32 ? 4 : 2), 0, n, bb), n);
-        cpu_row_out(isa, nd->dt[3], (char *)o + p * (nd->dt[3] == RLX_F32 ? 4 : 2), 0, n, op);
+        float *op = cpu_row_at(nd->dt[3], o + p * eo, 0, n, ob);
+        fn(r, op, cpu_row_in(isa, nd->dt[0], a + p * ea, 0, n, ab), cpu_row_in(isa, nd->dt[1], b + p * eb, 0, n, bb), n);
+        cpu_row_out(isa, nd->dt[3], o + p * eo, 0, n, op);
     }
 }
 
@@ -246,7 +247,7 @@ int cpu_prep_gated(const cpu_compile_ctx *c, cpu_node *nd)
 {
     if (cpu_need(c, 2, 2, 1)) return RLX_ERR_INVALID;
     const rlx_value_desc *g = cpu_val(c, 0), *u = cpu_val(c, 1), *o = cpu_out(c, 0);
-    if (prep_half3(c, nd, g, u, o)) return RLX_ERR_INVALID;
+    if (prep_half3(c, nd, g, "gate", u, "up", o)) return RLX_ERR_INVALID;
     nd->cols = cpu_numel(&g->shape);
     if (cpu_numel(&u->shape) != nd->cols || cpu_numel(&o->shape) != nd->cols)
         return cpu_bad(c, "gate, up and the output must have the same %lld elements",
