@@ -1615,9 +1615,8 @@ static void fused_add_norm_over(gpu *g, int dt)
 
 /* decode gate/up products then swiglu (one GEMV with the SwiGLU epilogue); norm: x is
  * the rms_norm of an input, which the GEMV computes itself */
-static void fused_glu(gpu *g, int64_t M, int64_t K, int wdt, int norm)
+static void fused_glu(gpu *g, int64_t M, int64_t N, int64_t K, int wdt, int norm)
 {
-    const int64_t N = 72;
     tens t[8] = {rand_f(2, M, K, 0, 1), rand_t(wdt, 2, N, K, 0, 1), rand_t(wdt, 2, N, K, 0, 1),
                  mk(RLX_F32, 2, M, N, 0), mk(RLX_F32, 2, M, N, 0), mk(wdt, 2, M, N, 0),
                  rand_t(wdt, 2, M, K, 0, 3), rand_t(wdt, 1, K, 0, 0, 1)};
@@ -1638,8 +1637,8 @@ static void fused_glu(gpu *g, int64_t M, int64_t K, int wdt, int norm)
         r[k] = silu_d(r[k]) * u[k];
     rlx_diag d;
     char what[80];
-    snprintf(what, sizeof what, "fused %sgate/up + swiglu M=%lld K=%lld %s", norm ? "rms_norm + " : "",
-             (long long)M, (long long)K, dtn(wdt));
+    snprintf(what, sizeof what, "fused %sgate/up + swiglu M=%lld N=%lld K=%lld %s", norm ? "rms_norm + " : "",
+             (long long)M, (long long)N, (long long)K, dtn(wdt));
     if (run_prog(g, t, kind, share, 8, norm ? nodes : nodes + 1, norm ? 4 : 3, &d))
         fail_msg(g, what, d.msg);
     else
@@ -1654,9 +1653,8 @@ static void fused_glu(gpu *g, int64_t M, int64_t K, int wdt, int norm)
 
 /* rms_norm then one decode product (the final norm and the LM head): the GEMV norms x
  * itself; out: the norm's output is also a program output, so it stays a launch */
-static void fused_norm_gemv(gpu *g, int64_t K, int dt, int add_one, int out)
+static void fused_norm_gemv(gpu *g, int64_t N, int64_t K, int dt, int add_one, int out)
 {
-    const int64_t N = 72;
     enum { S, G, W, H, Y, NV };
     tens t[NV] = {rand_t(dt, 2, 1, K, 0, 3), rand_t(dt, 1, K, 0, 0, 1), rand_t(dt, 2, N, K, 0, 1),
                   mk(dt, 2, 1, K, 0), mk(RLX_F32, 2, 1, N, 0)};
@@ -1672,8 +1670,8 @@ static void fused_norm_gemv(gpu *g, int64_t K, int dt, int add_one, int out)
         rh[k] = x[k];
     rlx_diag d;
     char what[80];
-    snprintf(what, sizeof what, "fused rms_norm%s + gemv K=%lld %s%s", add_one ? "(1+g)" : "", (long long)K,
-             dtn(dt), out ? " (norm also out)" : "");
+    snprintf(what, sizeof what, "fused rms_norm%s + gemv N=%lld K=%lld %s%s", add_one ? "(1+g)" : "",
+             (long long)N, (long long)K, dtn(dt), out ? " (norm also out)" : "");
     if (run_prog(g, t, kind, share, NV, nodes, 2, &d))
         fail_msg(g, what, d.msg);
     else
@@ -1943,11 +1941,11 @@ static void test_fused(gpu *g)
         int dt = k == 0 ? RLX_F32 : k == 1 ? RLX_BF16 : RLX_F16;
         fused_add_norm(g, dt);
         fused_add_norm_over(g, dt);
-        fused_glu(g, k == 2 ? 5 : 1, 256, dt, 0);
-        fused_glu(g, k == 2 ? 3 : 1, 1024, dt, 1); /* one row: K over 2 warps */
+        fused_glu(g, k == 2 ? 5 : 1, 72, 256, dt, 0);
+        fused_glu(g, k == 2 ? 3 : 1, 72, 1024, dt, 1); /* one row: K over 2 warps */
         fused_gemvs(g, k == 1 ? 1 : 3, dt);
         fused_rope_cache(g, dt, 5);
-        fused_norm_gemv(g, k == 1 ? 4104 : 520, dt, k == 2, 0);
+        fused_norm_gemv(g, 72, k == 1 ? 4104 : 520, dt, k == 2, 0);
         for (int over = 0; over < 3; over++)
             fused_gemv_add(g, dt, over == 1 && k == 1, over);
         for (int over = 0; over < 4; over++)
@@ -1958,7 +1956,13 @@ static void test_fused(gpu *g)
             decode_sum_entry(g, dt, c % 2, c / 2, 1032);
         decode_sum_entry(g, dt, k == 1, 1 + k % 2, 8200);
     }
-    fused_norm_gemv(g, 1024, RLX_BF16, 0, 1);
+    fused_norm_gemv(g, 72, 1024, RLX_BF16, 0, 1);
+    /* one-row 16-bit GEMVs whose blocks stream more stages than a shared-memory ring holds
+     * (sm_90: k_gemv_ring.cu), rows not a whole number of 512-byte chunks (2056) */
+    fused_glu(g, 1, 2304, 2048, RLX_BF16, 1);
+    fused_glu(g, 1, 1000, 2056, RLX_F16, 0);
+    fused_norm_gemv(g, 4100, 2056, RLX_BF16, 1, 0);
+    fused_norm_gemv(g, 33000, 1024, RLX_F16, 0, 1);
     fused_rope_cache(g, RLX_BF16, 16);
     for (int c = 0; c < 12; c++)
         fused_decode_attn_inputs(g, c % 6 < 2 || c % 6 == 4 ? RLX_BF16 : RLX_F32, c % 2, c % 6 >= 4, c >= 6);
