@@ -212,11 +212,35 @@ typedef struct gpu_prof {
     gpuEvent_t e0, e1;
 } gpu_prof;
 
+/* the NULL-terminated name list of the backend vtable, from the table */
+struct gpu_op_names {
+    const char *v[OP_COUNT + 1];
+};
+static constexpr gpu_op_names make_op_names()
+{
+    gpu_op_names n{};
+    for (int i = 0; i < OP_COUNT; i++)
+        n.v[i] = op_defs[i].name;
+    n.v[OP_COUNT] = nullptr;
+    return n;
+}
+static constexpr gpu_op_names op_list = make_op_names();
+#define op_names op_list.v
+
 /* gpu_backend.cu */
 /* "<vendor>: " and the message into d, with code (d NULL: nothing) */
 void set_diag(rlx_diag *d, int code, const char *fmt, ...) RLX_PRINTF(3, 4);
 /* f32, f16 or bf16 */
 int is_flt(int dt);
+/* bytes of an element of dtype dt */
+int esize(int dt);
+/* a monotonic clock in ms (the profile) */
+double now_ms(void);
+/* the FUSE_* groups, as the profile and diags name them */
+extern const char *const fuse_names[FUSE_COUNT];
+
+/* gpu_run.cu: the backend's execute (rlx_backend.execute) */
+int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d);
 
 /* gpu_fuse.cu: fusion matching at compile time */
 /* rlx.add_rms_norm step st (built) becomes an add (st) and an rms_norm of its sum (st + 1) */
