@@ -24,7 +24,7 @@ enum gpu_op {
 
 /* What the compiler needs to know of each op, one row per op in enum order (checked
  * below, at compile time): adding an op is one enum entry, one row here, and its cases in
- * gpu_backend.cu's step_build and run_step (switches over the enum: a missing case is a
+ * gpu_backend.cu's step_build and gpu_run.cu's run_step (switches over the enum: a missing case is a
  * warning). */
 enum {
     OPF_HALF = 1,     /* float operands in f32, f16 or bf16 (else f32 only) */

@@ -1,5 +1,5 @@
 /* The GPU backend's fusions at compile time: which consecutive steps of a program one launch
- * can run (FUSE_*; model-agnostic, they match op sequences). gpu_backend.cu checks at each
+ * can run (FUSE_*; model-agnostic, they match op sequences). gpu_run.cu checks at each
  * execute that a group may run fused (its buffers) and launches it. */
 #include "gpu_exe.h"
 
