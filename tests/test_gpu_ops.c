@@ -1957,8 +1957,8 @@ static void test_fused(gpu *g)
         decode_sum_entry(g, dt, k == 1, 1 + k % 2, 8200);
     }
     fused_norm_gemv(g, 72, 1024, RLX_BF16, 0, 1);
-    /* one-row 16-bit GEMVs whose blocks stream more stages than a shared-memory ring holds
-     * (sm_90: k_gemv_ring.cu), rows not a whole number of 512-byte chunks (2056) */
+    /* one-row 16-bit GEMVs over many waves of blocks (up to 33,000 columns, K split over 1
+     * or 2 warps) and rows that are not a multiple of 256 elements (2056) */
     fused_glu(g, 1, 2304, 2048, RLX_BF16, 1);
     fused_glu(g, 1, 1000, 2056, RLX_F16, 0);
     fused_norm_gemv(g, 4100, 2056, RLX_BF16, 1, 0);
