@@ -1,0 +1,73 @@
+#!/bin/bash
+# A/B experiments on the GPU machine over a tree packed by `tools/gpu-check.sh pack DIR`:
+#   tools/gpu-ab.sh DIR MODES     MODES: a comma list of
+#     check  tools/gpu-check.sh run, only the rows matching ONLY (default ^conformance$)
+#     conf   the conformance suite again under CONFENV="VAR=v,VAR=v"
+#     ab     bf16 rlx-bench rows (--prefill 512 --decode 128 --reps 3), one per "label:VAR=v,..."
+#            in AB1 (llama-1b) and AB188 (llama-188m), in the order given (interleave them)
+#     prof   RLX_GPU_PROFILE=1 tables, one per "label:1b|188m:VAR=v,..." in PROFV (PROFN lines)
+#     ncu    Nsight Compute per kernel, one per "label:1b|188m:VAR=v,..." in NCUV: kernels
+#            matching NCUK (default k_gemv), NCUN of them after NCUSKIP; the report in $OUT
+#     san    compute-sanitizer (SANT, default memcheck) over the conformance suite, SANENV
+# e.g. AB1="off:RLX_GPU_PDL=0 on:" tools/gpu-ab.sh .gpu ab  (the device tool's run, carrying .gpu)
+set -u
+dir=${1:?usage: tools/gpu-ab.sh DIR MODES}
+modes=${2:-check}
+root=${RLX_GPU_ROOT:-/tmp/rlx-gpu}; build=${RLX_GPU_BUILD:-$root/build}
+out=${OUT:-/tmp/out}; mkdir -p "$out"
+if [[ ,$modes, == *,check,* ]]; then
+  mkdir -p "$out/check"
+  GPU_CHECK_ONLY="${ONLY:-^conformance$}" OUT=$out/check bash tools/gpu-check.sh run "$dir" 2>&1 | grep -v '^====' | tail -40
+else
+  tar -C / -xJf "$dir/rlx-gpu.tar.xz"
+  mkdir -p /tmp/deps && for f in "$dir"/debs/*.deb; do dpkg -x "$f" /tmp/deps; done
+fi
+lib=/tmp/deps/usr/lib/x86_64-linux-gnu
+export LD_LIBRARY_PATH=$build/.libs:$lib:$lib/openblas-pthread:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+cd "$build" || exit 1
+plugins=$(sed -n "s/^RLX_BUILD_PLUGIN_PATH = //p" Makefile | sed "s|\$(abs_top_builddir)|$build|g")
+export RLX_PLUGIN_PATH=$plugins CK_DEFAULT_TIMEOUT=600 RLX_PROFILE_PATH=$root/src/profiles \
+    RLX_SRCDIR=$root/src RLX_BUILDDIR=$build RLX_FIXTURES=$root/src/tests/fixtures RLX_TEST_BACKEND=cuda
+nvidia-smi --query-gpu=name --format=csv,noheader
+envrun() { # "VAR=v,VAR=v" cmd...
+  local e=$1; shift; local a=(); IFS=, read -ra a <<<"$e"; env "${a[@]}" "$@"; }
+bench() { # cfg envs reps
+  envrun "$2" ./tools/rlx-bench --config $root/llama-$1-config.json --backend cuda --prefill 512 --decode 128 \
+     --reps ${3:-3} --precision bf16 --json 2>&1 | grep -o -e '"decode_tokens_per_s":[^,}]*' -e '"prefill_tokens_per_s":[^,}]*' -e 'error.*' | tr '\n' ' '; }
+if [[ ,$modes, == *,ab,* ]]; then
+  for cfg in 1b 188m; do
+    v=AB1; [ $cfg = 188m ] && v=AB188
+    for spec in ${!v:-}; do
+      label=${spec%%:*}; e=${spec#*:}; [ "$e" = "$spec" ] && e=""
+      echo "AB $cfg $label: $(bench $cfg "X=1${e:+,$e}")"
+    done
+  done
+fi
+if [[ ,$modes, == *,prof,* ]]; then
+  for spec in ${PROFV:-}; do
+    label=${spec%%:*}; r=${spec#*:}; cfg=${r%%:*}; e=${r#*:}; [ "$e" = "$r" ] && e=""
+    echo "==== prof $label $cfg"
+    envrun "RLX_GPU_PROFILE=1${e:+,$e}" ./tools/rlx-bench --config $root/llama-$cfg-config.json --backend cuda \
+      --prefill 512 --decode 64 --reps 1 --precision bf16 --json 2>&1 | grep -v '^{' | head -${PROFN:-45}
+  done
+fi
+if [[ ,$modes, == *,conf,* ]]; then # conformance again under CONFENV
+  t0=$SECONDS; envrun "X=1${CONFENV:+,$CONFENV}" ./tests/test_gpu_ops > $out/conf.log 2>&1; echo "conf($CONFENV) rc=$? $((SECONDS-t0))s $(grep -h '^[0-9]*%: Checks' $out/conf.log)"
+  grep -m3 ':[FE]:' $out/conf.log | cut -c1-300
+fi
+if [[ ,$modes, == *,ncu,* ]]; then # NCUV="label:cfg:VAR=v,..." NCUK=regex NCUSKIP NCUN
+  ncu=$(ls /usr/local/cuda/bin/ncu /usr/local/cuda/nsight-compute*/ncu 2>/dev/null | head -1); echo "ncu=$ncu"
+  for spec in ${NCUV:-}; do
+    label=${spec%%:*}; r=${spec#*:}; cfg=${r%%:*}; e=${r#*:}; [ "$e" = "$r" ] && e=""
+    envrun "X=1${e:+,$e}" timeout ${NCUTO:-200} $ncu -k "regex:${NCUK:-k_gemv}" --launch-skip ${NCUSKIP:-60} --launch-count ${NCUN:-8} \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats --section Occupancy --section SchedulerStats \
+      ./tools/rlx-bench --config $root/llama-$cfg-config.json --backend cuda --prefill 16 --decode 8 --reps 1 --precision bf16 --no-reference --json > $out/ncu-$label.txt 2>&1
+    echo "==== ncu $label rc=$?"
+    grep -E '^  [a-zA-Z_]|Duration|DRAM Throughput|Memory Throughput|Grid Size|Block Size|Registers|Dynamic Shared|Achieved Occupancy|Stall|Warp Cycles Per Issued|Issued Warp|No Eligible|One or More' $out/ncu-$label.txt | grep -v '^    ---' | head -${NCUL:-200}
+  done
+fi
+if [[ ,$modes, == *,san,* ]]; then
+  echo "==== sanitizer ${SANT:-memcheck}"
+  envrun "X=1${SANENV:+,$SANENV}" timeout ${SANTO:-300} /usr/local/cuda/bin/compute-sanitizer --tool ${SANT:-memcheck} \
+     --error-exitcode 9 ./tests/test_gpu_ops > $out/san.log 2>&1; echo "san rc=$?"; tail -5 $out/san.log
+fi
