@@ -56,6 +56,7 @@ fi
 
 [ "$mode" = run ] || { echo "usage: $0 pack|run DIR" >&2; exit 2; }
 out=${OUT:-/tmp}
+mkdir -p "$out" || exit 1
 tar -C / -xJf "$dir/rlx-gpu.tar.xz"
 mkdir -p /tmp/deps && for f in "$dir"/debs/*.deb; do dpkg -x "$f" /tmp/deps; done
 lib=/tmp/deps/usr/lib/x86_64-linux-gnu
