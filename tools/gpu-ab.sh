@@ -18,16 +18,9 @@ out=${OUT:-/tmp/out}; mkdir -p "$out"
 if [[ ,$modes, == *,check,* ]]; then
   mkdir -p "$out/check"
   GPU_CHECK_ONLY="${ONLY:-^conformance$}" OUT=$out/check bash tools/gpu-check.sh run "$dir" 2>&1 | grep -v '^====' | tail -40
-else
-  tar -C / -xJf "$dir/rlx-gpu.tar.xz"
-  mkdir -p /tmp/deps && for f in "$dir"/debs/*.deb; do dpkg -x "$f" /tmp/deps; done
+  GPU_ENV_UNPACKED=1
 fi
-lib=/tmp/deps/usr/lib/x86_64-linux-gnu
-export LD_LIBRARY_PATH=$build/.libs:$lib:$lib/openblas-pthread:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-cd "$build" || exit 1
-plugins=$(sed -n "s/^RLX_BUILD_PLUGIN_PATH = //p" Makefile | sed "s|\$(abs_top_builddir)|$build|g")
-export RLX_PLUGIN_PATH=$plugins CK_DEFAULT_TIMEOUT=600 RLX_PROFILE_PATH=$root/src/profiles \
-    RLX_SRCDIR=$root/src RLX_BUILDDIR=$build RLX_FIXTURES=$root/src/tests/fixtures RLX_TEST_BACKEND=cuda
+. tools/gpu-env.sh # unpack (unless check did), cd $build, the tests' environment
 nvidia-smi --query-gpu=name --format=csv,noheader
 envrun() { # "VAR=v,VAR=v" cmd...
   local e=$1; shift; local a=(); IFS=, read -ra a <<<"$e"; env "${a[@]}" "$@"; }

@@ -57,16 +57,7 @@ fi
 [ "$mode" = run ] || { echo "usage: $0 pack|run DIR" >&2; exit 2; }
 out=${OUT:-/tmp}
 mkdir -p "$out" || exit 1
-tar -C / -xJf "$dir/rlx-gpu.tar.xz"
-mkdir -p /tmp/deps && for f in "$dir"/debs/*.deb; do dpkg -x "$f" /tmp/deps; done
-lib=/tmp/deps/usr/lib/x86_64-linux-gnu
-export LD_LIBRARY_PATH=$build/.libs:$lib:$lib/openblas-pthread:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-cd "$build" || exit 1
-plugins=$(sed -n "s/^RLX_BUILD_PLUGIN_PATH = //p" Makefile | sed "s|\$(abs_top_builddir)|$build|g")
-# what make check's AM_TESTS_ENVIRONMENT sets (tests/tests.am)
-export RLX_PLUGIN_PATH=$plugins CK_DEFAULT_TIMEOUT=600 RLX_PROFILE_PATH=$root/src/profiles \
-    RLX_SRCDIR=$root/src RLX_BUILDDIR=$build RLX_FIXTURES=$root/src/tests/fixtures \
-    RLX_TEST_BACKEND=cuda
+. "$(dirname "$0")/gpu-env.sh" # unpack, cd $build, the tests' environment
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 table=$out/gpu-check.txt
 : >"$table"
