@@ -406,9 +406,12 @@ END_TEST
 
 /* 16-bit weights (x f32): against the f64 product with the weights as stored; a bf16 GEMM
  * also rounds x to bf16 once (unit roundoff 2^-8), f16 keeps f32 accuracy */
-static void matmul_h_case(int dt, int M, int K, int N, int bias)
+/* xbf: x holds bf16 values (bf16 compute), which few-row bf16 products may take on vdpbf16ps */
+static void matmul_h_case_x(int dt, int M, int K, int N, int bias, int xbf)
 {
     float *x = rnd((size_t)(M * K), 1), *w = rnd((size_t)(N * K), 0.5f), *b = rnd((size_t)N, 1);
+    for (int i = 0; xbf && i < M * K; i++)
+        x[i] = rlx_bf16_to_f32(rlx_f32_to_bf16(x[i]));
     uint16_t *wh = malloc((size_t)(N * K) * 2 + 2);
     for (int i = 0; i < N * K; i++) {
         wh[i] = dt == RLX_F16 ? rlx_f32_to_f16(w[i]) : rlx_f32_to_bf16(w[i]);
@@ -426,8 +429,17 @@ static void matmul_h_case(int dt, int M, int K, int N, int bias)
     free(x), free(w), free(wh), free(b), free(y);
 }
 
+static void matmul_h_case(int dt, int M, int K, int N, int bias) { matmul_h_case_x(dt, M, K, N, bias, 0); }
+
 START_TEST(test_matmul_half)
 {
+    /* bf16 x and weights, few rows: every row count, K past and short of whole 32s, odd K */
+    matmul_h_case_x(RLX_BF16, 1, 1024, 37, 1, 1);
+    matmul_h_case_x(RLX_BF16, 1, 4099, 300, 0, 1);
+    matmul_h_case_x(RLX_BF16, 2, 77, 19, 1, 1);
+    matmul_h_case_x(RLX_BF16, 3, 67, 45, 0, 1);
+    matmul_h_case_x(RLX_BF16, 4, 17, 66, 1, 1);
+    matmul_h_case_x(RLX_BF16, 1, 8200, 9, 1, 1); /* K past the stack row: the widening tile */
     for (int dt = RLX_F16; dt <= RLX_BF16; dt++) {
         matmul_h_case(dt, 1, 1024, 37, 1);   /* streaming kernel */
         matmul_h_case(dt, 1, 256, 300, 1);   /* shrinking column slices, a short last one */
