@@ -460,8 +460,9 @@ static void gemv_h(int h, const float *x, int64_t ldx, int M, int64_t K, const u
                    int64_t n0, int64_t n1, const float *bias, float *y, int64_t ldy)
 {
     if (h == CPU_H_BF16 && have_bf16_dot && K <= GEMV_DP_KMAX && M <= 4 &&
-        gemv_bf16_dp(x, ldx, M, K, w, n0, n1, bias, y, ldy)) {
-    } else if (h == CPU_H_BF16) {
+        gemv_bf16_dp(x, ldx, M, K, w, n0, n1, bias, y, ldy))
+        return;
+    if (h == CPU_H_BF16) {
         GEMV_SWITCH(bf16)
     } else {
         GEMV_SWITCH(f16)
