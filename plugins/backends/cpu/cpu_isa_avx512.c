@@ -306,6 +306,27 @@ static void gemm(int wdt, const float *xp, int64_t M, int64_t K, int64_t m0, int
 
 /* ---- few-row matmuls (decode): the weights streamed once, 16 per zmm ---- */
 
+/* a few-row tile's M x R accumulators, zeroed; then their sums to y[m][n + r·rs] (+ bias) */
+AI void acc_zero(__m512 acc[4][8], const int M, const int R)
+{
+    #pragma GCC unroll 4
+    for (int m = 0; m < M; m++)
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++) acc[m][r] = _mm512_setzero_ps();
+}
+
+AI void acc_store(__m512 acc[4][8], const int M, const int R, int64_t n, int64_t rs, const float *bias, float *y,
+                  int64_t ldy)
+{
+    #pragma GCC unroll 4
+    for (int m = 0; m < M; m++)
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            float v = _mm512_reduce_add_ps(acc[m][r]);
+            y[m * ldy + n + r * rs] = bias ? v + bias[n + r * rs] : v;
+        }
+}
+
 /* f32 or 16-bit weights (h): M rows of x against R weight rows n, n + rs, .., one 16-lane
  * accumulator per (row, weight row), the same FMA sequence for every accumulator whatever
  * M, R and rs are. For one x row, 4 rows a quarter of the task apart (rs) keep 4 prefetch
@@ -320,10 +341,7 @@ AI void gemv_tile(const int h, const float *x, int64_t ldx, const int M, const i
     size_t es = h ? 2 : 4;
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++) wr[r] = (const char *)w + (size_t)((n + r * rs) * K) * es;
-    #pragma GCC unroll 4
-    for (int m = 0; m < M; m++)
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) acc[m][r] = _mm512_setzero_ps();
+    acc_zero(acc, M, R);
     int64_t k = 0;
     for (; k + 16 <= K; k += 16) {
         __m512 xv[4];
@@ -348,13 +366,7 @@ AI void gemv_tile(const int h, const float *x, int64_t ldx, const int M, const i
             for (int m = 0; m < M; m++) acc[m][r] = _mm512_fmadd_ps(xv[m], wv, acc[m][r]);
         }
     }
-    #pragma GCC unroll 4
-    for (int m = 0; m < M; m++)
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
-            float v = _mm512_reduce_add_ps(acc[m][r]);
-            y[m * ldy + n + r * rs] = bias ? v + bias[n + r * rs] : v;
-        }
+    acc_store(acc, M, R, n, rs, bias, y, ldy);
 }
 
 #define GEMV_R3 4 /* weight rows a tile for 3 and 4 x rows */
@@ -379,10 +391,7 @@ AI void gemv_tile_dp(const uint16_t *xb, const int M, const int R, int64_t K, co
     const uint16_t *wr[8];
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++) wr[r] = w + (n + r * rs) * K;
-    #pragma GCC unroll 4
-    for (int m = 0; m < M; m++)
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) acc[m][r] = _mm512_setzero_ps();
+    acc_zero(acc, M, R);
     int64_t k = 0;
     for (; k + 32 <= K; k += 32) {
         __m512bh xv[4];
@@ -407,13 +416,7 @@ AI void gemv_tile_dp(const uint16_t *xb, const int M, const int R, int64_t K, co
             for (int m = 0; m < M; m++) acc[m][r] = _mm512_dpbf16_ps(acc[m][r], xv[m], wv);
         }
     }
-    #pragma GCC unroll 4
-    for (int m = 0; m < M; m++)
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
-            float v = _mm512_reduce_add_ps(acc[m][r]);
-            y[m * ldy + n + r * rs] = bias ? v + bias[n + r * rs] : v;
-        }
+    acc_store(acc, M, R, n, rs, bias, y, ldy);
 }
 
 /* 0 where x holds a value bf16 cannot (f32 activations): those keep the widening tile,
