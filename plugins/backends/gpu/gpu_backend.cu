@@ -42,6 +42,21 @@ static_assert((int)GDT_F32 == (int)RLX_F32 && (int)GDT_F16 == (int)RLX_F16 &&
                   (int)GDT_BF16 == (int)RLX_BF16 && (int)GDT_I32 == (int)RLX_I32,
               "kernel dtype codes are rlx_dtype's");
 
+/* the NULL-terminated name list of the backend vtable, from the table */
+struct gpu_op_names {
+    const char *v[OP_COUNT + 1];
+};
+static constexpr gpu_op_names make_op_names()
+{
+    gpu_op_names n{};
+    for (int i = 0; i < OP_COUNT; i++)
+        n.v[i] = op_defs[i].name;
+    n.v[OP_COUNT] = nullptr;
+    return n;
+}
+static constexpr gpu_op_names op_list = make_op_names();
+#define op_names op_list.v
+
 /* the FUSE_* groups, as the profile and diags name them */
 const char *const fuse_names[FUSE_COUNT] = {
     "", "fused add+norm", "fused gemv+swiglu", "fused gemvs", "fused rope+cache", "fused qkv+rope+cache",

@@ -212,21 +212,6 @@ typedef struct gpu_prof {
     gpuEvent_t e0, e1;
 } gpu_prof;
 
-/* the NULL-terminated name list of the backend vtable, from the table */
-struct gpu_op_names {
-    const char *v[OP_COUNT + 1];
-};
-static constexpr gpu_op_names make_op_names()
-{
-    gpu_op_names n{};
-    for (int i = 0; i < OP_COUNT; i++)
-        n.v[i] = op_defs[i].name;
-    n.v[OP_COUNT] = nullptr;
-    return n;
-}
-static constexpr gpu_op_names op_list = make_op_names();
-#define op_names op_list.v
-
 /* gpu_backend.cu */
 /* "<vendor>: " and the message into d, with code (d NULL: nothing) */
 void set_diag(rlx_diag *d, int code, const char *fmt, ...) RLX_PRINTF(3, 4);

@@ -394,13 +394,13 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
 #undef TI
 #undef TO
     if (rc) {
-        set_diag(d, RLX_ERR_DEVICE, "%s (node %d): %s", op_names[st->op], st->node, err);
+        set_diag(d, RLX_ERR_DEVICE, "%s (node %d): %s", op_defs[st->op].name, st->node, err);
         return RLX_ERR_DEVICE;
     }
     if (e == gpuSuccess)
         e = gpuGetLastError();
     if (e != gpuSuccess) {
-        set_diag(d, RLX_ERR_DEVICE, "%s (node %d): %s", op_names[st->op], st->node,
+        set_diag(d, RLX_ERR_DEVICE, "%s (node %d): %s", op_defs[st->op].name, st->node,
                  gpuGetErrorString(e));
         return RLX_ERR_DEVICE;
     }
@@ -448,7 +448,7 @@ static int enqueue_all(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
             run_fused(be, x, st, vp);
             gpuError_t e = gpuGetLastError();
             if (e != gpuSuccess) {
-                set_diag(d, RLX_ERR_DEVICE, "%s (node %d, %s): %s", op_names[st->op], st->node,
+                set_diag(d, RLX_ERR_DEVICE, "%s (node %d, %s): %s", op_defs[st->op].name, st->node,
                          fuse_names[st->fuse], gpuGetErrorString(e));
                 rc = RLX_ERR_DEVICE;
             }
@@ -540,7 +540,7 @@ int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d)
     for (uint32_t i = 0; x->coll && i < x->n_steps; i++) { /* gpu_tp.cu: outside any capture */
         char m[384];
         if (x->steps[i].tp.ranks && gpu_tp_connect(&x->steps[i].tp, m, sizeof m)) {
-            set_diag(d, RLX_ERR_DEVICE, "%s (node %d): %s", op_names[x->steps[i].op], x->steps[i].node, m);
+            set_diag(d, RLX_ERR_DEVICE, "%s (node %d): %s", op_defs[x->steps[i].op].name, x->steps[i].node, m);
             return RLX_ERR_DEVICE;
         }
     }
