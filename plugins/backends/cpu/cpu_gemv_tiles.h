@@ -8,25 +8,40 @@
 #ifndef RLX_CPU_GEMV_TILES_H
 #define RLX_CPU_GEMV_TILES_H
 
+/* columns [n0, n1) for MM x rows in the tiles' grouping, TILE(M, R, n, rs) one tile: one x
+ * row takes 4 rows a quarter of the task apart, more x rows RR adjacent rows; the rest one
+ * by one */
+#define GEMV_GROUPS(TILE, MM, RR, n0, n1)                                  \
+    do {                                                                  \
+        int64_t n_ = (n0);                                                \
+        if ((MM) == 1) {                                                  \
+            const int64_t q_ = ((n1) - (n0)) / 4;                         \
+            for (; n_ < (n0) + q_; n_++) TILE(MM, 4, n_, q_);             \
+            n_ = (n0) + 4 * q_;                                           \
+        } else {                                                          \
+            for (; n_ + (RR) <= (n1); n_ += (RR)) TILE(MM, RR, n_, 1);    \
+        }                                                                 \
+        for (; n_ < (n1); n_++) TILE(MM, 1, n_, 1);                       \
+    } while (0)
+/* the same for any M <= 4, with each M's tile width */
+#define GEMV_BY_M(TILE, M, n0, n1)                                              \
+    switch (M) {                                                               \
+    case 1: GEMV_GROUPS(TILE, 1, 4, n0, n1); break;                            \
+    case 2: GEMV_GROUPS(TILE, 2, 4, n0, n1); break;                            \
+    case 3: GEMV_GROUPS(TILE, 3, GEMV_R3, n0, n1); break;                      \
+    default: GEMV_GROUPS(TILE, 4, GEMV_R4, n0, n1); break;                     \
+    }
+#define GEMV_TILE_H(MM_, R_, n_, rs_) gemv_tile(h_, x, ldx, MM_, R_, K, w, n_, rs_, bias, y, ldy)
 #define GEMV_T(HN, H, MM, RR)                                                                  \
     static void gemv_##HN##_m##MM(const float *x, int64_t ldx, int64_t K, const void *w,      \
                                   int64_t n0, int64_t n1, const float *bias, float *y,         \
                                   int64_t ldy)                                                 \
     {                                                                                          \
-        int64_t n = n0;                                                                        \
-        for (; n + RR <= n1; n += RR) gemv_tile(H, x, ldx, MM, RR, K, w, n, 1, bias, y, ldy);  \
-        for (; n < n1; n++) gemv_tile(H, x, ldx, MM, 1, K, w, n, 1, bias, y, ldy);             \
-    }
-#define GEMV_T1(HN, H)                                                                         \
-    static void gemv_##HN##_m1(const float *x, int64_t ldx, int64_t K, const void *w, int64_t n0, \
-                               int64_t n1, const float *bias, float *y, int64_t ldy)             \
-    {                                                                                          \
-        const int64_t q = (n1 - n0) / 4;                                                       \
-        for (int64_t n = n0; n < n0 + q; n++) gemv_tile(H, x, ldx, 1, 4, K, w, n, q, bias, y, ldy); \
-        for (int64_t n = n0 + 4 * q; n < n1; n++) gemv_tile(H, x, ldx, 1, 1, K, w, n, 1, bias, y, ldy); \
+        const int h_ = H;                                                                      \
+        GEMV_GROUPS(GEMV_TILE_H, MM, RR, n0, n1);                                              \
     }
 #define GEMV_ALL(HN, H) \
-    GEMV_T1(HN, H) GEMV_T(HN, H, 2, 4) GEMV_T(HN, H, 3, GEMV_R3) GEMV_T(HN, H, 4, GEMV_R4)
+    GEMV_T(HN, H, 1, 4) GEMV_T(HN, H, 2, 4) GEMV_T(HN, H, 3, GEMV_R3) GEMV_T(HN, H, 4, GEMV_R4)
 GEMV_ALL(f32, 0)
 GEMV_ALL(f16, CPU_H_F16)
 GEMV_ALL(bf16, CPU_H_BF16)

@@ -436,26 +436,9 @@ static int gemv_bf16_dp(const float *x, int64_t ldx, int M, int64_t K, const uin
             _mm256_mask_storeu_epi16(xb + m * K + k, mk, b);
         }
     if (off) return 0;
-    int64_t n = n0;
-    if (M == 1) { /* four rows a quarter of the task apart, as gemv_f32's */
-        const int64_t q = (n1 - n0) / 4;
-        for (; n < n0 + q; n++) gemv_tile_dp(xb, 1, 4, K, w, n, q, bias, y, ldy);
-        n = n0 + 4 * q;
-    } else if (M == 2) {
-        for (; n + 4 <= n1; n += 4) gemv_tile_dp(xb, 2, 4, K, w, n, 1, bias, y, ldy);
-    } else if (M == 3) {
-        for (; n + GEMV_R3 <= n1; n += GEMV_R3) gemv_tile_dp(xb, 3, GEMV_R3, K, w, n, 1, bias, y, ldy);
-    } else {
-        for (; n + GEMV_R4 <= n1; n += GEMV_R4) gemv_tile_dp(xb, 4, GEMV_R4, K, w, n, 1, bias, y, ldy);
-    }
-    for (; n < n1; n++) {
-        switch (M) {
-        case 1: gemv_tile_dp(xb, 1, 1, K, w, n, 1, bias, y, ldy); break;
-        case 2: gemv_tile_dp(xb, 2, 1, K, w, n, 1, bias, y, ldy); break;
-        case 3: gemv_tile_dp(xb, 3, 1, K, w, n, 1, bias, y, ldy); break;
-        default: gemv_tile_dp(xb, 4, 1, K, w, n, 1, bias, y, ldy); break;
-        }
-    }
+#define GEMV_TILE_DP(MM_, R_, n_, rs_) gemv_tile_dp(xb, MM_, R_, K, w, n_, rs_, bias, y, ldy)
+    GEMV_BY_M(GEMV_TILE_DP, M, n0, n1)
+#undef GEMV_TILE_DP
     return 1;
 }
 
