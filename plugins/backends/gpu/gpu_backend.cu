@@ -1000,6 +1000,8 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
         }
     }
     x->norm_rows = be->norm_rows;
+    if (x->vbytes && x->root)
+        pre_steps(x, prog);
     if (!x->vbytes || !x->root || (be->fuse && fuse_steps(x, prog) != 0) ||
         (x->n_ovr && !(x->vp2 = (void **)calloc(prog->n_values + 1, sizeof(void *))))) {
         set_diag(d, RLX_ERR_NOMEM, "out of memory");

@@ -127,6 +127,10 @@ typedef struct gpu_step {
      * (add_now: its GEMVs add, store the sum and norm it), else -1. taker: of that add
      * step, the head, else -1 */
     int pre_add, add_now, taker;
+    /* a graph-replayed rope or attention whose positions (and rope's inv_freq, attention's
+     * cache rows before pos) nothing in the program writes before it: its kernel reads
+     * them before waiting on the kernel before (pre_steps) */
+    int pre;
     gpu_tp_link tp; /* collectives: the rank, its group and communicator */
 } gpu_step;
 
@@ -241,6 +245,8 @@ int move_root(const gpu_exe *x, const rlx_program *prog, int r, size_t base, int
 int movable(const gpu_exe *x, const rlx_program *prog, int r);
 /* groups the steps one launch can run (FUSE_*); -1: out of memory */
 int fuse_steps(gpu_exe *x, const rlx_program *prog);
+/* marks the ropes and attentions that may read their constant inputs early (gpu_step.pre) */
+void pre_steps(gpu_exe *x, const rlx_program *prog);
 
 /* gpu_coll.cu: the program's side of its collectives (gpu_tp.cu) */
 /* the program's first connected collective's link, or NULL */

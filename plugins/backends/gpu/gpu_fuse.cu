@@ -4,6 +4,7 @@
 #include "gpu_exe.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* rlx.add_rms_norm (st, built) becomes an add step and an rms_norm step of its sum (st + 1),
  * both of its node: it fuses as the spelled-out pair does, and unfused the two kernels give
@@ -433,4 +434,46 @@ int fuse_steps(gpu_exe *x, const rlx_program *prog)
     }
     free(uses);
     return 0;
+}
+
+/* Is value v's content fixed before a graph-replayed program starts: an input (uploaded
+ * or bound before the graph launch, which waits for all earlier work), a weight or a
+ * constant, that no step of the program writes? */
+static int fixed_at_start(const gpu_exe *x, const rlx_program *prog, int v)
+{
+    int r = x->root[v];
+    if (r < 0 || (uint32_t)r >= prog->n_values)
+        return 0;
+    int kind = prog->values[r].kind;
+    return (kind == RLX_VALUE_INPUT || kind == RLX_VALUE_WEIGHT || kind == RLX_VALUE_CONST) &&
+           !made_in(x, 0, (int)x->n_steps, v);
+}
+
+/* Before its wait on the kernel before, a kernel may read only what no kernel of the step
+ * writes before it. Graph replays start after all earlier work, so a rope's positions and
+ * inv_freq, and an attention's pos, qualify when fixed_at_start; an attention's cache rows
+ * before pos do when every step before it that writes the cache is a cache write at the
+ * same pos (rows pos on). */
+void pre_steps(gpu_exe *x, const rlx_program *prog)
+{
+    const char *e = getenv("RLX_GPU_PRE"); /* =0: every read after the wait, to compare */
+    const int on = !(e && strcmp(e, "0") == 0);
+    for (uint32_t i = 0; i < x->n_steps; i++) {
+        gpu_step *st = &x->steps[i];
+        st->pre = 0;
+        if (!x->graphs || !on)
+            continue;
+        if (st->op == OP_ROPE) {
+            st->pre = fixed_at_start(x, prog, st->in[1]) && fixed_at_start(x, prog, st->in[2]);
+        } else if (st->op == OP_ATTENTION && st->i1 >= 0 && fixed_at_start(x, prog, st->i1)) {
+            int ok = 1;
+            for (uint32_t j = 0; j < i && ok; j++) {
+                const gpu_step *w = &x->steps[j];
+                for (int o = 0; o < op_defs[w->op].n_out; o++)
+                    if (x->root[w->out[o]] == x->root[st->in[1]] || x->root[w->out[o]] == x->root[st->in[2]])
+                        ok = ok && w->op == OP_CACHE_WRITE && w->in[2] == st->i1;
+            }
+            st->pre = ok;
+        }
+    }
 }

@@ -62,6 +62,7 @@ typedef struct gpu_rc_job {
     const int32_t *rpos, *cpos;
     int64_t T, nh, d, rot, S;
     int node;
+    int early; /* rpos and inv_freq are fixed before the step: angles before the wait */
 } gpu_rc_job;
 typedef struct gpu_rc_jobs {
     gpu_rc_job j[GPU_RC_JOBS];
@@ -107,6 +108,9 @@ typedef struct gpu_attn {
     int nsplit;
     float *part;
     unsigned *cnt;
+    /* pos and the cache rows before it are fixed before the step (only cache writes at pos
+     * write the cache): a warp's first keys load before the wait on the kernel before */
+    int early;
 } gpu_attn;
 #define GPU_ATTN_MAX_D 512
 /* decode rows (T <= GPU_ATTN_DECODE_T) split the keys over up to nsplit blocks */

@@ -146,7 +146,8 @@ static void run_rope_cache(gpu_be *be, const gpu_exe *x, const gpu_step *h, void
         }
         if (st->op == OP_ROPE) {
             *r = gpu_rc_job{tin(st, vp, 0), tout(st, vp, 0), tin(st, vp, 2), none,
-                            (const int32_t *)vp[st->in[1]], NULL, st->rows, st->nb, st->n, st->k, 0, st->node};
+                            (const int32_t *)vp[st->in[1]], NULL, st->rows, st->nb, st->n, st->k, 0, st->node,
+                            st->pre};
         } else {
             if (!r->inv_freq.p) { /* a copy job: rows of x */
                 r->x = tin(st, vp, 1);
@@ -337,6 +338,7 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
         at.o = TO(0);
         at.part = (float *)(void *)x->scratch;
         at.cnt = x->attn_cnt;
+        at.early = st->pre;
         gpu_attention(s, &at);
         break;
     }

@@ -182,13 +182,37 @@ __global__ __launch_bounds__(AD_WARPS * 32) static void k_attn_gqa(gpu_attn a, u
     constexpr int DP = 32 * ND;
     __shared__ float sm_m[AD_WARPS][AD_GH], sm_l[AD_WARPS][AD_GH], sm_acc[AD_WARPS][AD_GH][DP];
     RLX_PDL_TRIGGER(); /* the output projection after this may launch and fetch its weights */
-    RLX_PDL_WAIT(); /* q, k, v and pos come from the kernels before */
     const int G = a.nh / a.nkv, ngk = (G + AD_GH - 1) / AD_GH;
     const int hg = blockIdx.x, sp = blockIdx.y, t = blockIdx.z, kvh = hg / ngk;
     const int h0 = kvh * G + (hg % ngk) * AD_GH, gn = min(AD_GH, G - (hg % ngk) * AD_GH);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, d = a.d;
     const bool mine = lane * ND < d; /* d is even and a multiple of ND or padded past */
-    /* q first: its loads need not wait for pos */
+    if (!a.early)
+        RLX_PDL_WAIT(); /* pos, k and v may come from the kernels before */
+    int64_t lo, hi;
+    key_range(a, t, &lo, &hi);
+    const int len = (int)(hi - lo); /* 32-bit: a 64-bit division is a long dependent chain */
+    int ns = (len + AD_MIN_KEYS - 1) / AD_MIN_KEYS; /* blocks this row needs */
+    ns = ns < 1 ? 1 : ns > a.nsplit ? a.nsplit : ns;
+    if (sp >= ns)
+        return;
+    const int chunk = (len + ns - 1) / ns;
+    const int64_t j0 = lo + (int64_t)sp * chunk, j1 = j0 + chunk < hi ? j0 + chunk : hi;
+    /* early: the rows before pos were written by earlier steps (this step's cache writes
+     * store rows pos on), so the warp's first group of them loads before the wait */
+    const int64_t fixed = a.early && a.pos ? a.pos[0] : 0;
+    float kf[KU][ND], vf[KU][ND];
+    int64_t j = j0 + (int64_t)warp * KU;
+#pragma unroll
+    for (int u = 0; u < KU; u++) {
+        int64_t off = ((j + u) * a.nkv + kvh) * d + lane * ND;
+        if (j + u < j1 && j + u < fixed && mine) {
+            load_nd<ND>(a.k, off, kf[u]);
+            load_nd<ND>(a.v, off, vf[u]);
+        }
+    }
+    if (a.early)
+        RLX_PDL_WAIT(); /* q and this step's cache rows come from the kernels before */
     float q[AD_GH][ND], acc[AD_GH][ND], m[AD_GH], l[AD_GH];
 #pragma unroll
     for (int g = 0; g < AD_GH; g++) {
@@ -201,25 +225,19 @@ __global__ __launch_bounds__(AD_WARPS * 32) static void k_attn_gqa(gpu_attn a, u
             acc[g][i] = 0.0f;
         }
     }
-    int64_t lo, hi;
-    key_range(a, t, &lo, &hi);
-    const int len = (int)(hi - lo); /* 32-bit: a 64-bit division is a long dependent chain */
-    int ns = (len + AD_MIN_KEYS - 1) / AD_MIN_KEYS; /* blocks this row needs */
-    ns = ns < 1 ? 1 : ns > a.nsplit ? a.nsplit : ns;
-    if (sp >= ns)
-        return;
-    const int chunk = (len + ns - 1) / ns;
-    const int64_t j0 = lo + (int64_t)sp * chunk, j1 = j0 + chunk < hi ? j0 + chunk : hi;
 
-    for (int64_t j = j0 + (int64_t)warp * KU; j < j1; j += AD_WARPS * KU) {
-        float kf[KU][ND], vf[KU][ND], s[AD_GH][KU];
+    for (bool first = true; j < j1; j += AD_WARPS * KU, first = false) {
+        float s[AD_GH][KU];
 #pragma unroll
         for (int u = 0; u < KU; u++) {
             int64_t off = ((j + u) * a.nkv + kvh) * d + lane * ND;
-            if (j + u < j1 && mine) {
+            if (first && j + u < fixed) {
+                /* loaded before the wait (or past j1 / not this lane's: zeroed below) */
+            } else if (j + u < j1 && mine) {
                 load_nd<ND>(a.k, off, kf[u]);
                 load_nd<ND>(a.v, off, vf[u]);
-            } else {
+            }
+            if (!(j + u < j1 && mine)) {
 #pragma unroll
                 for (int i = 0; i < ND; i++)
                     kf[u][i] = vf[u][i] = 0.0f;

@@ -209,9 +209,19 @@ void gpu_cache_write(gpuStream_t s, void *cache, const void *x, const int32_t *p
 __global__ static void k_rope_cache(gpu_rc_jobs jb, int *err)
 {
     RLX_PDL_TRIGGER(); /* decode attention may launch now */
-    RLX_PDL_WAIT();    /* x comes from the kernel before */
     const gpu_rc_job &j = jb.j[blockIdx.y];
     const int64_t d = j.d, half = j.rot / 2, n = j.T * j.nh * d;
+    /* the angle of the thread's first element from inputs fixed before the step, computed
+     * while the kernel before finishes (its double sincos is a long chain) */
+    const int64_t e0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    double sn0 = 0.0, cs0 = 1.0;
+    bool have0 = false;
+    if (j.early && j.inv_freq.p && e0 < n && e0 % d < 2 * half) {
+        const int64_t c = e0 % d, i = c < half ? c : c - half;
+        sincos((double)j.rpos[e0 / (j.nh * d)] * (double)ldt(j.inv_freq, i), &sn0, &cs0);
+        have0 = true;
+    }
+    RLX_PDL_WAIT(); /* x comes from the kernel before */
     int64_t p = j.cache.p ? j.cpos[0] : 0;
     bool to_cache = j.cache.p != NULL;
     if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) /* the first bad write, as in order */
@@ -236,8 +246,9 @@ __global__ static void k_rope_cache(gpu_rc_jobs jb, int *err)
             v = ldt(j.x, e);
         } else {
             int64_t i = c < half ? c : c - half;
-            double th = (double)j.rpos[t] * (double)ldt(j.inv_freq, i), sn, cs;
-            sincos(th, &sn, &cs);
+            double sn = sn0, cs = cs0;
+            if (!have0 || e != e0)
+                sincos((double)j.rpos[t] * (double)ldt(j.inv_freq, i), &sn, &cs);
             double x1 = ldt(j.x, row + i), x2 = ldt(j.x, row + i + half);
             v = (float)(c < half ? x1 * cs - x2 * sn : x2 * cs + x1 * sn);
         }
