@@ -43,9 +43,8 @@ static int dev_copy(rlx_model *m, void *dst, const void *src, size_t n, rlx_diag
 
 static rg_state *find_state(rg_states *st, const char *name)
 {
-    for (uint32_t i = 0; i < st->n; i++)
-        if (!strcmp(st->s[i].name, name)) return &st->s[i];
-    return NULL;
+    uint32_t i = rg_states_find(st, name, 0);
+    return i < st->n ? &st->s[i] : NULL;
 }
 
 /* s's states become borrowed views of slot k: every pool state, its cached rows copied in */

@@ -29,12 +29,24 @@ static int ensure_arena(rlx_model *m, size_t bytes, rlx_diag *d)
     return 0;
 }
 
-static int state_ptr(rlx_model *m, rg_states *st, const rlx_value_desc *vd, void **out, rlx_diag *d)
+uint32_t rg_states_find(const rg_states *st, const char *name, uint32_t from)
+{
+    if (!st) return 0;
+    if (from < st->n && !strcmp(st->s[from].name, name)) return from;
+    for (uint32_t i = 0; i < st->n; i++)
+        if (!strcmp(st->s[i].name, name)) return i;
+    return st->n;
+}
+
+/* the bytes of state vd in the session (made now if new); *next: where the next is tried */
+static int state_ptr(rlx_model *m, rg_states *st, const rlx_value_desc *vd, void **out, uint32_t *next,
+                     rlx_diag *d)
 {
     char a[96], b[96];
-    for (uint32_t i = 0; i < st->n; i++) {
+    uint32_t i = rg_states_find(st, vd->name, *next);
+    if (i < st->n) {
         rg_state *s = &st->s[i];
-        if (strcmp(s->name, vd->name)) continue;
+        *next = i + 1;
         if (!rg_shape_eq(&s->shape, &vd->shape) || s->dtype != vd->dtype)
             return rlx_diag_set(d, RLX_ERR_INVALID, "state %s: %s in this program but %s in the session",
                                 vd->name, rlx_shape_str(&vd->shape, a, sizeof a),
@@ -62,6 +74,7 @@ static int state_ptr(rlx_model *m, rg_states *st, const rlx_value_desc *vd, void
         return d && d->code ? d->code : rlx_diag_set(d, rc, "state %s: allocation of %zu bytes failed", vd->name, s->bytes);
     }
     st->n++;
+    *next = st->n;
     m->state_bytes += s->bytes;
     *out = s->ptr;
     return 0;
@@ -69,9 +82,10 @@ static int state_ptr(rlx_model *m, rg_states *st, const rlx_value_desc *vd, void
 
 int rg_states_ensure(rlx_model *m, rg_exec *e, rg_states *st, rlx_diag *d)
 {
+    uint32_t next = 0;
     for (uint32_t i = 0; i < e->plan.n_values; i++) {
         void *p;
-        int rc = e->plan.values[i].kind == RLX_VALUE_STATE ? state_ptr(m, st, &e->plan.values[i], &p, d) : 0;
+        int rc = e->plan.values[i].kind == RLX_VALUE_STATE ? state_ptr(m, st, &e->plan.values[i], &p, &next, d) : 0;
         if (rc) return rc;
     }
     return 0;
@@ -142,9 +156,10 @@ int rg_exec_run(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32
             if (p->values[i].kind == RLX_VALUE_TEMP) e->ptrs[i] = (char *)m->arena + p->values[i].arena_offset;
         e->arena_gen = m->arena_gen;
     }
+    uint32_t next = 0;
     for (uint32_t i = 0; i < p->n_values; i++) {
         const rlx_value_desc *vd = &p->values[i];
-        if (vd->kind == RLX_VALUE_STATE && (rc = state_ptr(m, st, vd, &e->ptrs[i], d))) return rc;
+        if (vd->kind == RLX_VALUE_STATE && (rc = state_ptr(m, st, vd, &e->ptrs[i], &next, d))) return rc;
         if (vd->kind != RLX_VALUE_INPUT) continue;
         uint32_t k = 0;
         while (k < n_in && strcmp(in[k].name, vd->name)) k++;

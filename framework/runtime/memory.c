@@ -76,12 +76,15 @@ int rg_mem_check(rlx_model *m, const rg_plan *p, const rg_graph *g, const rg_sta
 {
     int host = (m->be->flags & RLX_BACKEND_HOST_MEMORY) != 0;
     uint64_t need[4] = {0, 0, 0, 0}; /* weights, KV cache, arena, buffers */
+    uint32_t next = 0;
     for (uint32_t i = 0; i < p->n_values; i++) {
         const rlx_value_desc *vd = &p->values[i];
         if (vd->kind == RLX_VALUE_STATE) {
-            uint32_t k = 0;
-            while (st && k < st->n && strcmp(st->s[k].name, vd->name)) k++;
-            if (!st || k == st->n) need[1] += vbytes(vd);
+            uint32_t k = rg_states_find(st, vd->name, next);
+            if (!st || k == st->n)
+                need[1] += vbytes(vd);
+            else
+                next = k + 1;
         } else if (fixed && vd->kind == RLX_VALUE_WEIGHT && g) {
             need[0] += weight_need(m, vd, &g->values[p->p2g[i]]);
         } else if (fixed && ((!host && vd->kind == RLX_VALUE_CONST) || vd->kind == RLX_VALUE_INPUT ||

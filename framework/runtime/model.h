@@ -137,5 +137,9 @@ int rg_exec_run(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32
 int rg_exec_output(rlx_model *m, rg_exec *e, const char *name, void *dst, rlx_diag *d);
 const rlx_value_desc *rg_exec_find_io(const rg_exec *e, const char *name, int output);
 void rg_states_free(rlx_model *m, rg_states *st);
+/* the index of state name, or st->n; tried at from first (a program's states come in the
+ * order they were made, so a walk over its values passing the last index + 1 finds each at
+ * once instead of comparing names with every state) */
+uint32_t rg_states_find(const rg_states *st, const char *name, uint32_t from);
 void rg_exec_dump(const rg_exec *e, FILE *out);
 #endif

@@ -101,19 +101,22 @@ static void step_unlock(rlx_session *s)
 }
 
 /* runs *T positions from s->pos (ids padded to *T, or *T = n: step_exec); logits rows come
- * back in rows: all *T, or with last only row n - 1 (the program computes that row alone) */
+ * back in rows: all *T, or with last only row n - 1 (the program computes that row alone).
+ * one_row set and the output one row: the logits go there (*logits NULL), with no copy
+ * between (a decode step's host time is time the device waits) */
 static int run_locked(rlx_session *s, int phase, const int32_t *ids, int64_t n, int64_t *Tp, int last,
-                      float **logits, int64_t *rows, int64_t *vocab, rlx_diag *d)
+                      float **logits, float *one_row, int64_t *rows, int64_t *vocab, rlx_diag *d)
 {
     rlx_model *m = s->m;
     rg_exec *e;
     const rlx_value_desc *lo;
+    *logits = NULL;
     int rc = step_exec(s, phase, n, Tp, last, &e, &lo, rows, vocab, d);
     if (rc) return rc;
     int64_t T = *Tp;
     int32_t *buf = calloc((size_t)(2 * T + 1), sizeof *buf);
-    *logits = malloc((size_t)rlx_shape_numel(&lo->shape) * sizeof(float) + 1);
-    if (!buf || !*logits) {
+    if (!(one_row && *rows == 1)) *logits = malloc((size_t)rlx_shape_numel(&lo->shape) * sizeof(float) + 1);
+    if (!buf || !(*logits || (one_row && *rows == 1))) {
         free(buf);
         return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     }
@@ -125,16 +128,16 @@ static int run_locked(rlx_session *s, int phase, const int32_t *ids, int64_t n, 
     rg_io io[4] = {{"input_ids", pids, NULL}, {"positions", positions, "the session's token positions"},
                    {"pos", &pos, "the session's cache position"}, {"out_row", &row, "the session's last row"}};
     rc = rg_exec_run(m, e, &s->st, io, 4, d);
-    if (!rc) rc = rg_exec_output(m, e, "logits", *logits, d);
+    if (!rc) rc = rg_exec_output(m, e, "logits", *logits ? *logits : one_row, d);
     free(buf);
     return rc;
 }
 
 static int run(rlx_session *s, int phase, const int32_t *ids, int64_t n, int64_t *T, int last, float **logits,
-               int64_t *rows, int64_t *vocab, rlx_diag *d)
+               float *one_row, int64_t *rows, int64_t *vocab, rlx_diag *d)
 {
     step_lock(s);
-    int rc = run_locked(s, phase, ids, n, T, last, logits, rows, vocab, d);
+    int rc = run_locked(s, phase, ids, n, T, last, logits, one_row, rows, vocab, d);
     step_unlock(s);
     return rc;
 }
@@ -149,7 +152,7 @@ RLX_API int rlx_session_prefill(rlx_session *s, const int32_t *ids, int64_t n, f
     float *lg = NULL;
     int64_t rows = 0, V = 0, T = bucket(n, s->ctx - s->pos);
     int last = !all_logits; /* then the logits of the other rows are never computed */
-    int rc = run(s, RLX_PHASE_PREFILL, ids, n, &T, last, &lg, &rows, &V, d);
+    int rc = run(s, RLX_PHASE_PREFILL, ids, n, &T, last, &lg, NULL, &rows, &V, d);
     if (rc) {
         free(lg);
         return rc;
@@ -209,8 +212,8 @@ RLX_API int rlx_session_decode(rlx_session *s, int32_t id, float *logits, rlx_di
                             (long long)s->pos, (long long)s->ctx);
     float *lg = NULL;
     int64_t rows = 0, V = 0, T = 1;
-    int rc = run(s, RLX_PHASE_DECODE, &id, 1, &T, 0, &lg, &rows, &V, d);
-    if (!rc && logits) memcpy(logits, lg, (size_t)V * sizeof(float));
+    int rc = run(s, RLX_PHASE_DECODE, &id, 1, &T, 0, &lg, logits, &rows, &V, d);
+    if (!rc && logits && lg) memcpy(logits, lg, (size_t)V * sizeof(float));
     free(lg);
     if (!rc) s->pos++;
     return rc;
