@@ -231,7 +231,7 @@ extern const char *const fuse_names[FUSE_COUNT];
 /* gpu_run.cu: the backend's execute (rlx_backend.execute) */
 int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d);
 
-/* gpu_fuse.cu: fusion matching at compile time */
+/* gpu_fuse.cu: fusion matching at compile time, and the steps that may read early */
 /* rlx.add_rms_norm step st (built) becomes an add (st) and an rms_norm of its sum (st + 1) */
 void split_add_norm(gpu_step *st);
 /* the value whose bytes v is (its alias chain followed) */

@@ -1,6 +1,7 @@
 /* The GPU backend's fusions at compile time: which consecutive steps of a program one launch
  * can run (FUSE_*; model-agnostic, they match op sequences). gpu_run.cu checks at each
- * execute that a group may run fused (its buffers) and launches it. */
+ * execute that a group may run fused (its buffers) and launches it. Also which steps may read
+ * their fixed inputs before waiting on the kernel before (pre_steps). */
 #include "gpu_exe.h"
 
 #include <stdlib.h>
