@@ -115,8 +115,9 @@ static int run_locked(rlx_session *s, int phase, const int32_t *ids, int64_t n, 
     if (rc) return rc;
     int64_t T = *Tp;
     int32_t *buf = calloc((size_t)(2 * T + 1), sizeof *buf);
-    if (!(one_row && *rows == 1)) *logits = malloc((size_t)rlx_shape_numel(&lo->shape) * sizeof(float) + 1);
-    if (!buf || !(*logits || (one_row && *rows == 1))) {
+    float *dst = one_row && *rows == 1 ? one_row
+                                       : (*logits = malloc((size_t)rlx_shape_numel(&lo->shape) * sizeof(float) + 1));
+    if (!buf || !dst) {
         free(buf);
         return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     }
@@ -128,7 +129,7 @@ static int run_locked(rlx_session *s, int phase, const int32_t *ids, int64_t n, 
     rg_io io[4] = {{"input_ids", pids, NULL}, {"positions", positions, "the session's token positions"},
                    {"pos", &pos, "the session's cache position"}, {"out_row", &row, "the session's last row"}};
     rc = rg_exec_run(m, e, &s->st, io, 4, d);
-    if (!rc) rc = rg_exec_output(m, e, "logits", *logits ? *logits : one_row, d);
+    if (!rc) rc = rg_exec_output(m, e, "logits", dst, d);
     free(buf);
     return rc;
 }

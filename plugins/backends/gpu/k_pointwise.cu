@@ -206,6 +206,13 @@ void gpu_cache_write(gpuStream_t s, void *cache, const void *x, const int32_t *p
 /* Rope and cache writes of one attention step in one launch (blockIdx.y picks the job):
  * a rope job rotates x into y (as k_rope) and, with a cache, stores the same values in rows
  * cpos[0].. of the cache; a copy job (no inv_freq) only writes x into the cache. */
+/* the rotation of element i (< rot/2) of job j's row t: the same double arithmetic before
+ * and after the wait, so both give the same bits */
+__device__ static void rc_angle(const gpu_rc_job &j, int64_t t, int64_t i, double *sn, double *cs)
+{
+    sincos((double)j.rpos[t] * (double)ldt(j.inv_freq, i), sn, cs);
+}
+
 __global__ static void k_rope_cache(gpu_rc_jobs jb, int *err)
 {
     RLX_PDL_TRIGGER(); /* decode attention may launch now */
@@ -218,7 +225,7 @@ __global__ static void k_rope_cache(gpu_rc_jobs jb, int *err)
     bool have0 = false;
     if (j.early && j.inv_freq.p && e0 < n && e0 % d < 2 * half) {
         const int64_t c = e0 % d, i = c < half ? c : c - half;
-        sincos((double)j.rpos[e0 / (j.nh * d)] * (double)ldt(j.inv_freq, i), &sn0, &cs0);
+        rc_angle(j, e0 / (j.nh * d), i, &sn0, &cs0);
         have0 = true;
     }
     RLX_PDL_WAIT(); /* x comes from the kernel before */
@@ -248,7 +255,7 @@ __global__ static void k_rope_cache(gpu_rc_jobs jb, int *err)
             int64_t i = c < half ? c : c - half;
             double sn = sn0, cs = cs0;
             if (!have0 || e != e0)
-                sincos((double)j.rpos[t] * (double)ldt(j.inv_freq, i), &sn, &cs);
+                rc_angle(j, t, i, &sn, &cs);
             double x1 = ldt(j.x, row + i), x2 = ldt(j.x, row + i + half);
             v = (float)(c < half ? x1 * cs - x2 * sn : x2 * cs + x1 * sn);
         }
