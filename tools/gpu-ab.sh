@@ -8,6 +8,8 @@
 #     prof   RLX_GPU_PROFILE=1 tables, one per "label:1b|188m:VAR=v,..." in PROFV (PROFN lines)
 #     ncu    Nsight Compute per kernel, one per "label:1b|188m:VAR=v,..." in NCUV: kernels
 #            matching NCUK (default k_gemv), NCUN of them after NCUSKIP; the report in $OUT
+#     tpab   LLaMA-8B-width rows on GPUs 0,1 (and 0), one per "label:devs:VAR=v,..." in TPAB, over
+#            the model check's tp-speed row made (run check with GPU_CHECK_KEEP=1 first)
 #     san    compute-sanitizer (SANT, default memcheck) over the conformance suite, SANENV
 # e.g. AB1="off:RLX_GPU_PDL=0 on:" tools/gpu-ab.sh .gpu ab  (the device tool's run, carrying .gpu)
 set -u
@@ -57,6 +59,19 @@ if [[ ,$modes, == *,ncu,* ]]; then # NCUV="label:cfg:VAR=v,..." NCUK=regex NCUSK
       ./tools/rlx-bench --config $root/llama-$cfg-config.json --backend cuda --prefill 16 --decode 8 --reps 1 --precision bf16 --no-reference --json > $out/ncu-$label.txt 2>&1
     echo "==== ncu $label rc=$?"
     grep -E '^  [a-zA-Z_]|Duration|DRAM Throughput|Memory Throughput|Grid Size|Block Size|Registers|Dynamic Shared|Achieved Occupancy|Stall|Warp Cycles Per Issued|Issued Warp|No Eligible|One or More' $out/ncu-$label.txt | grep -v '^    ---' | head -${NCUL:-200}
+  done
+fi
+if [[ ,$modes, == *,tpab,* ]]; then # TPAB="label:0,1:VAR=v,..."
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  [ -n "${RLX_NCCL_LIBRARY:-}" ] || export RLX_NCCL_LIBRARY=$(python3 -c 'import glob, os, sys
+for p in sys.path:
+    for f in sorted(glob.glob(os.path.join(p, "nvidia", "**", "libnccl.so*"), recursive=True)):
+        print(f); sys.exit()' 2>/dev/null)
+  for spec in ${TPAB:-}; do
+    label=${spec%%:*}; r=${spec#*:}; devs=${r%%:*}; e=${r#*:}; [ "$e" = "$r" ] && e=""
+    echo "TPAB $devs $label: $(envrun "X=1${e:+,$e}" timeout 150 ./tools/rlx-bench --model /tmp/rlx-llama8b --backend cuda \
+      --devices $devs --precision bf16 --prefill 512 --decode 128 --reps 3 --json 2>&1 | \
+      grep -o -e '"decode_tokens_per_s":[^,}]*' -e '"prefill_tokens_per_s":[^,}]*' -e 'error.*' | tr '\n' ' ')"
   done
 fi
 if [[ ,$modes, == *,san,* ]]; then
