@@ -62,11 +62,7 @@ if [[ ,$modes, == *,ncu,* ]]; then # NCUV="label:cfg:VAR=v,..." NCUK=regex NCUSK
   done
 fi
 if [[ ,$modes, == *,tpab,* ]]; then # TPAB="label:0,1:VAR=v,..."
-  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-  [ -n "${RLX_NCCL_LIBRARY:-}" ] || export RLX_NCCL_LIBRARY=$(python3 -c 'import glob, os, sys
-for p in sys.path:
-    for f in sorted(glob.glob(os.path.join(p, "nvidia", "**", "libnccl.so*"), recursive=True)):
-        print(f); sys.exit()' 2>/dev/null)
+  tp_env # gpu-env.sh
   for spec in ${TPAB:-}; do
     label=${spec%%:*}; r=${spec#*:}; devs=${r%%:*}; e=${r#*:}; [ "$e" = "$r" ] && e=""
     echo "TPAB $devs $label: $(envrun "X=1${e:+,$e}" timeout 150 ./tools/rlx-bench --model /tmp/rlx-llama8b --backend cuda \

@@ -122,14 +122,7 @@ fi
 # decode (batch 1) and prefill-512 on 2 GPUs against 1. NVLink multicast stays off.
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$ngpu" -ge 2 ] && { want tp || want tp-nccl || want tp-parity || want tp-speed || want tp-profile; }; then
-    export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-    if [ -z "${RLX_NCCL_LIBRARY:-}" ]; then # NCCL as PyTorch ships it (pip nvidia-nccl-*)
-        RLX_NCCL_LIBRARY=$(python3 -c 'import glob, os, sys
-for p in sys.path:
-    for f in sorted(glob.glob(os.path.join(p, "nvidia", "**", "libnccl.so*"), recursive=True)):
-        print(f); sys.exit()' 2>/dev/null)
-        export RLX_NCCL_LIBRARY
-    fi
+    tp_env # gpu-env.sh
     row "tp-nccl" "${RLX_NCCL_LIBRARY:-libnccl.so.2 (loader path)}; $ngpu GPUs"
     nvidia-smi topo -m 2>&1 | head -8
     ./tools/rlx-plugins info cuda 2>&1 | grep -A2 'details:'

@@ -10,6 +10,16 @@ lib=/tmp/deps/usr/lib/x86_64-linux-gnu
 export LD_LIBRARY_PATH=$build/.libs:$lib:$lib/openblas-pthread:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 cd "$build" || exit 1
 plugins=$(sed -n "s/^RLX_BUILD_PLUGIN_PATH = //p" Makefile | sed "s|\$(abs_top_builddir)|$build|g")
+# tensor-parallel runs: NVLink multicast off (these machines), NCCL as PyTorch ships it
+# (pip nvidia-nccl-*) unless RLX_NCCL_LIBRARY names one
+tp_env() {
+    export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+    [ -n "${RLX_NCCL_LIBRARY:-}" ] || RLX_NCCL_LIBRARY=$(python3 -c 'import glob, os, sys
+for p in sys.path:
+    for f in sorted(glob.glob(os.path.join(p, "nvidia", "**", "libnccl.so*"), recursive=True)):
+        print(f); sys.exit()' 2>/dev/null)
+    export RLX_NCCL_LIBRARY
+}
 export RLX_PLUGIN_PATH=$plugins CK_DEFAULT_TIMEOUT=600 RLX_PROFILE_PATH=$root/src/profiles \
     RLX_SRCDIR=$root/src RLX_BUILDDIR=$build RLX_FIXTURES=$root/src/tests/fixtures \
     RLX_TEST_BACKEND=cuda
