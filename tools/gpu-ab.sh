@@ -26,15 +26,16 @@ fi
 nvidia-smi --query-gpu=name --format=csv,noheader
 envrun() { # "VAR=v,VAR=v" cmd...
   local e=$1; shift; local a=(); IFS=, read -ra a <<<"$e"; env "${a[@]}" "$@"; }
-bench() { # cfg envs reps
-  envrun "$2" ./tools/rlx-bench --config $root/llama-$1-config.json --backend cuda --prefill 512 --decode 128 \
-     --reps ${3:-3} --precision bf16 --json 2>&1 | grep -o -e '"decode_tokens_per_s":[^,}]*' -e '"prefill_tokens_per_s":[^,}]*' -e 'error.*' | tr '\n' ' '; }
+bench() { # envs model-args...: one bf16 row, its prefill and decode tok/s
+  local e=$1; shift
+  envrun "$e" timeout 150 ./tools/rlx-bench "$@" --backend cuda --prefill 512 --decode 128 --reps 3 --precision bf16 \
+     --json 2>&1 | grep -o -e '"decode_tokens_per_s":[^,}]*' -e '"prefill_tokens_per_s":[^,}]*' -e 'error.*' | tr '\n' ' '; }
 if [[ ,$modes, == *,ab,* ]]; then
   for cfg in 1b 188m; do
     v=AB1; [ $cfg = 188m ] && v=AB188
     for spec in ${!v:-}; do
       label=${spec%%:*}; e=${spec#*:}; [ "$e" = "$spec" ] && e=""
-      echo "AB $cfg $label: $(bench $cfg "X=1${e:+,$e}")"
+      echo "AB $cfg $label: $(bench "X=1${e:+,$e}" --config $root/llama-$cfg-config.json)"
     done
   done
 fi
@@ -65,9 +66,7 @@ if [[ ,$modes, == *,tpab,* ]]; then # TPAB="label:0,1:VAR=v,..."
   tp_env # gpu-env.sh
   for spec in ${TPAB:-}; do
     label=${spec%%:*}; r=${spec#*:}; devs=${r%%:*}; e=${r#*:}; [ "$e" = "$r" ] && e=""
-    echo "TPAB $devs $label: $(envrun "X=1${e:+,$e}" timeout 150 ./tools/rlx-bench --model /tmp/rlx-llama8b --backend cuda \
-      --devices $devs --precision bf16 --prefill 512 --decode 128 --reps 3 --json 2>&1 | \
-      grep -o -e '"decode_tokens_per_s":[^,}]*' -e '"prefill_tokens_per_s":[^,}]*' -e 'error.*' | tr '\n' ' ')"
+    echo "TPAB $devs $label: $(bench "X=1${e:+,$e}" --model "$tp_model" --devices $devs)"
   done
 fi
 if [[ ,$modes, == *,san,* ]]; then

@@ -128,7 +128,7 @@ if [ "$ngpu" -ge 2 ] && { want tp || want tp-nccl || want tp-parity || want tp-s
     ./tools/rlx-plugins info cuda 2>&1 | grep -A2 'details:'
     run_test tp-parity timeout 240 ./tests/test_tp_gpu
     grep -h 'rel L2\|greedy ids' "$out/tp-parity.log" 2>/dev/null
-    cfg=$root/llama-8b-bf16-config.json m8=/tmp/rlx-llama8b
+    cfg=$root/llama-8b-bf16-config.json m8=$tp_model
     if want "tp-speed" && [ -f "$cfg" ]; then
         t0=$SECONDS
         [ -f "$m8/model.safetensors" ] && echo "kept from an earlier run" >"$out/tp-model.log" ||

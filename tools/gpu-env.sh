@@ -11,7 +11,9 @@ export LD_LIBRARY_PATH=$build/.libs:$lib:$lib/openblas-pthread:/usr/local/cuda/l
 cd "$build" || exit 1
 plugins=$(sed -n "s/^RLX_BUILD_PLUGIN_PATH = //p" Makefile | sed "s|\$(abs_top_builddir)|$build|g")
 # tensor-parallel runs: NVLink multicast off (these machines), NCCL as PyTorch ships it
-# (pip nvidia-nccl-*) unless RLX_NCCL_LIBRARY names one
+# (pip nvidia-nccl-*) unless RLX_NCCL_LIBRARY names one; the LLaMA-8B-width model
+# gpu-check.sh's tp-speed row makes (gpu-ab.sh's tpab rows reuse it)
+tp_model=/tmp/rlx-llama8b
 tp_env() {
     export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
     [ -n "${RLX_NCCL_LIBRARY:-}" ] || RLX_NCCL_LIBRARY=$(python3 -c 'import glob, os, sys
