@@ -11,12 +11,15 @@
 #     tpab   LLaMA-8B-width rows on GPUs 0,1 (and 0), one per "label:devs:VAR=v,..." in TPAB, over
 #            the model check's tp-speed row made (run check with GPU_CHECK_KEEP=1 first)
 #     san    compute-sanitizer (SANT, default memcheck) over the conformance suite, SANENV
+#     persist  bench/gpu-persist/persist.cu (the one-kernel-a-token prototype) built with nvcc, one
+#            run per "shape:arg,arg,..." in PERSIST (default the ring 4 x 32 KB on 1b32k and 188m)
 # e.g. AB1="off:RLX_GPU_PDL=0 on:" tools/gpu-ab.sh .gpu ab  (the device tool's run, carrying .gpu)
 set -u
 dir=${1:?usage: tools/gpu-ab.sh DIR MODES}
 modes=${2:-check}
 root=${RLX_GPU_ROOT:-/tmp/rlx-gpu}; build=${RLX_GPU_BUILD:-$root/build}
 out=${OUT:-/tmp/out}; mkdir -p "$out"
+top=$PWD
 if [[ ,$modes, == *,check,* ]]; then
   mkdir -p "$out/check"
   GPU_CHECK_ONLY="${ONLY:-^conformance$}" OUT=$out/check bash tools/gpu-check.sh run "$dir" 2>&1 | grep -v '^====' | tail -40
@@ -73,4 +76,14 @@ if [[ ,$modes, == *,san,* ]]; then
   echo "==== sanitizer ${SANT:-memcheck}"
   envrun "X=1${SANENV:+,$SANENV}" timeout ${SANTO:-300} /usr/local/cuda/bin/compute-sanitizer --tool ${SANT:-memcheck} \
      --error-exitcode 9 ./tests/test_gpu_ops > $out/san.log 2>&1; echo "san rc=$?"; tail -5 $out/san.log
+fi
+if [[ ,$modes, == *,persist,* ]]; then # PERSIST="shape:arg,arg,..."
+  pb=$out/persist-build; mkdir -p "$pb"
+  /usr/local/cuda/bin/nvcc -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -o "$pb/persist" \
+    "$top/bench/gpu-persist/persist.cu" > "$pb/nvcc.log" 2>&1 || { echo "persist: nvcc failed"; tail -5 "$pb/nvcc.log"; }
+  for spec in ${PERSIST:-1b32k:--stages,4,--stage-kb,32 188m:--stages,4,--stage-kb,32}; do
+    shape=${spec%%:*}; a=${spec#*:}; [ "$a" = "$spec" ] && a=""; args=(); IFS=, read -ra args <<<"$a"
+    timeout 90 "$pb/persist" --shape "$shape" --barrier counter --ref-tokens 20 "${args[@]}" > "$pb/run.log" 2>&1
+    echo "PERSIST $spec rc=$? $(grep '^{' "$pb/run.log" | tail -1 | grep -o -e '"floor_us":[^,]*' -e '"counter":{[^}]*' | tr '\n' ' ')"
+  done
 fi

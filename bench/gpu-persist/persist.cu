@@ -43,7 +43,7 @@
  * Build: nvcc -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 [-DPHASE_TIMING] persist.cu
  *        (-DGV_U=6: shallower load batches; -DPF_LINES: prefetch.global.L2 per line, not bulk;
  *         -DNTHREADS=256: 8 consumer warps instead of 16)
- * Run:   persist --shape 1b|188m [--stream ring|regs] [--stages S] [--stage-kb KB] [--grid N]
+ * Run:   persist --shape 1b|1b32k|188m [--stream ring|regs] [--stages S] [--stage-kb KB] [--grid N]
  *                [--ctx 512] [--tokens 200] [--pf KB] [--barrier all|cg|counter|flags]
  */
 #include <cooperative_groups.h>
@@ -219,7 +219,10 @@ struct Shape {
     const char *name;
     int H, I, nh, nkv, d, L, V;
 };
-static const Shape SHAPES[] = {{"1b", 2048, 8192, 32, 8, 64, 16, 128256}, {"188m", 1024, 4096, 16, 4, 64, 8, 32000}};
+/* 1b: LLaMA 3.2 1B (vocab 128256); 1b32k: rlx-bench's llama-1b-config.json (vocab 32000) */
+static const Shape SHAPES[] = {{"1b", 2048, 8192, 32, 8, 64, 16, 128256},
+                               {"1b32k", 2048, 8192, 32, 8, 64, 16, 32000},
+                               {"188m", 1024, 4096, 16, 4, 64, 8, 32000}};
 
 struct Ctl {
     int pos;   /* position of the next token (advanced by the kernel: no per-launch argument) */
@@ -1793,7 +1796,7 @@ static std::string phase_json(const Params &P, int G, int ntok, const double *by
 
 static void usage()
 {
-    fprintf(stderr, "usage: persist --shape 1b|188m [--stream ring|regs] [--stages S (8)] [--stage-kb KB (16)] "
+    fprintf(stderr, "usage: persist --shape 1b|1b32k|188m [--stream ring|regs] [--stages S (8)] [--stage-kb KB (16)] "
                     "[--grid N (SMs x bps)] [--ctx 512] [--tokens 200] [--pf KB (96, regs only)] "
                     "[--barrier all|cg|counter|flags] [--bps 1] [--ref-tokens N] [--host-check GRID]\n"
                     "  ring: no cg barrier (the producer warp takes no part in grid barriers)\n");
