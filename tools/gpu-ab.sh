@@ -78,12 +78,13 @@ if [[ ,$modes, == *,san,* ]]; then
      --error-exitcode 9 ./tests/test_gpu_ops > $out/san.log 2>&1; echo "san rc=$?"; tail -5 $out/san.log
 fi
 if [[ ,$modes, == *,persist,* ]]; then # PERSIST="shape:arg,arg,..."
-  pb=$out/persist-build; mkdir -p "$pb"
+  pb=/tmp/persist-build; mkdir -p "$pb" # the binary stays on the GPU machine
   /usr/local/cuda/bin/nvcc -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -o "$pb/persist" \
     "$top/bench/gpu-persist/persist.cu" > "$pb/nvcc.log" 2>&1 || { echo "persist: nvcc failed"; tail -5 "$pb/nvcc.log"; }
   for spec in ${PERSIST:-1b32k:--stages,4,--stage-kb,32 188m:--stages,4,--stage-kb,32}; do
     shape=${spec%%:*}; a=${spec#*:}; [ "$a" = "$spec" ] && a=""; args=(); IFS=, read -ra args <<<"$a"
     timeout 90 "$pb/persist" --shape "$shape" --barrier counter --ref-tokens 20 "${args[@]}" > "$pb/run.log" 2>&1
-    echo "PERSIST $spec rc=$? $(grep '^{' "$pb/run.log" | tail -1 | grep -o -e '"floor_us":[^,]*' -e '"counter":{[^}]*' | tr '\n' ' ')"
+    rc=$?; cat "$pb/run.log" >> "$out/persist.log"
+    echo "PERSIST $spec rc=$rc $(grep '^{' "$pb/run.log" | tail -1 | grep -o -e '"floor_us":[^,]*' -e '"counter":{[^}]*' | tr '\n' ' ')"
   done
 fi
