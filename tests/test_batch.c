@@ -32,14 +32,10 @@ static const int lens[NS] = {3, 7, 1, 12, 5};
 
 static void setup(void)
 {
-    rlx_model_options o;
-    rlx_model_options_init(&o);
     pick_backend();
-    o.backend = backend;
-    o.threads = 1;
+    m = tu_open_model(tu_fixture("llama32-tiny"), backend, 1);
     rlx_diag d;
     rlx_diag_init(&d);
-    ck_assert_msg(rlx_model_open(tu_fixture("llama32-tiny"), &o, &m, &d) == 0, "%s", d.msg);
     float last[V];
     for (int b = 0; b < NS; b++) {
         int32_t ids[16];
@@ -133,14 +129,9 @@ START_TEST(families)
     static const char *const fixtures[] = {"qwen3-tiny", "gemma2-tiny", "gemma3-tiny", "phi3-tiny"};
     const char *name = fixtures[_i];
     pick_backend();
-    rlx_model_options o;
-    rlx_model_options_init(&o);
-    o.backend = backend;
-    o.threads = 1;
-    rlx_model *fm = NULL;
+    rlx_model *fm = tu_open_model(tu_fixture(name), backend, 1);
     rlx_diag d;
     rlx_diag_init(&d);
-    ck_assert_msg(rlx_model_open(tu_fixture(name), &o, &fm, &d) == 0, "%s: %s", name, d.msg);
     int64_t nv = rlx_model_get_config(fm)->vocab_size;
     enum { B = 3 };
     rlx_session *sb[B], *sr[B];

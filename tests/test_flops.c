@@ -20,18 +20,7 @@
 #define HEAD 1048576ull
 #define KEY 4096ull
 
-static rlx_model *open_demo(void)
-{
-    rlx_model_options o;
-    rlx_model_options_init(&o);
-    o.backend = "cpu";
-    o.threads = 1;
-    rlx_model *m = NULL;
-    rlx_diag d;
-    rlx_diag_init(&d);
-    ck_assert_msg(rlx_model_open(tu_src("models/tiny-llama-py"), &o, &m, &d) == 0, "%s", d.msg);
-    return m;
-}
+static rlx_model *open_demo(void) { return tu_open_model(tu_src("models/tiny-llama-py"), "cpu", 1); }
 
 static rlx_program_info program(rlx_session *s, int phase, int64_t pos, int64_t n, int all)
 {

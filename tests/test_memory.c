@@ -12,18 +12,7 @@
 /* 3 layers x (k, v) x 2 kv heads x head_dim 16 x f32 */
 #define KV_BYTES_PER_ROW (3 * 2 * 2 * 16 * 4)
 
-static rlx_model *open_tiny(void)
-{
-    rlx_model_options o;
-    rlx_model_options_init(&o);
-    o.backend = "cpu";
-    o.threads = 1;
-    rlx_model *m = NULL;
-    rlx_diag d;
-    rlx_diag_init(&d);
-    ck_assert_msg(rlx_model_open(tu_fixture("llama32-tiny"), &o, &m, &d) == 0, "%s", d.msg);
-    return m;
-}
+static rlx_model *open_tiny(void) { return tu_open_model(tu_fixture("llama32-tiny"), "cpu", 1); }
 
 START_TEST(refused_before_work)
 {

@@ -84,12 +84,7 @@ START_TEST(threads_match_single_sessions)
     cases = json_object_get(ref, "cases");
     size_t n_cases = json_array_size(cases);
     ck_assert_uint_ge(n_cases, 3);
-    rlx_diag d;
-    rlx_diag_init(&d);
-    rlx_model_options o;
-    rlx_model_options_init(&o);
-    o.backend = "cpu";
-    ck_assert_msg(rlx_model_open(tu_src("models/tiny-llama-py"), &o, &model, &d) == 0, "%s", d.msg);
+    model = tu_open_model(tu_src("models/tiny-llama-py"), "cpu", 0);
 
     /* alone, one case after another */
     job alone[THREADS], together[THREADS];
@@ -110,7 +105,7 @@ START_TEST(threads_match_single_sessions)
     rlx_model_close(model);
 
     /* together: THREADS threads on one fresh model, compiling its programs as they go */
-    ck_assert_msg(rlx_model_open(tu_src("models/tiny-llama-py"), &o, &model, &d) == 0, "%s", d.msg);
+    model = tu_open_model(tu_src("models/tiny-llama-py"), "cpu", 0);
     pthread_t th[THREADS];
     for (size_t t = 0; t < THREADS; t++) ck_assert_int_eq(pthread_create(&th[t], NULL, run_job, &together[t]), 0);
     for (size_t t = 0; t < THREADS; t++) ck_assert_int_eq(pthread_join(th[t], NULL), 0);

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "testutil.h"
+#include "rlx/rlx.h"
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -138,4 +139,17 @@ int tu_run_suite(Suite *s)
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+rlx_model *tu_open_model(const char *dir, const char *backend, int threads)
+{
+    rlx_model_options o;
+    rlx_model_options_init(&o);
+    o.backend = backend;
+    if (threads > 0) o.threads = threads;
+    rlx_model *m = NULL;
+    rlx_diag d;
+    rlx_diag_init(&d);
+    ck_assert_msg(rlx_model_open(dir, &o, &m, &d) == 0, "%s: %s", dir, d.msg);
+    return m;
 }

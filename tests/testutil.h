@@ -28,6 +28,11 @@ const char *tu_tool(const char *name);
 struct Suite;
 int tu_run_suite(struct Suite *s);
 
+/* The model in dir on backend with threads (0: the default), asserted to open (the
+ * failure names dir and the diag). */
+struct rlx_model;
+struct rlx_model *tu_open_model(const char *dir, const char *backend, int threads);
+
 double tu_rel_l2(const float *a, const float *ref, size_t n);
 char *tu_read_file(const char *path, size_t *len);
 #endif
