@@ -3,7 +3,7 @@
 #   tools/gpu-ab.sh DIR MODES     MODES: a comma list of
 #     check  tools/gpu-check.sh run, only the rows matching ONLY (default ^conformance$)
 #     conf   the conformance suite again under CONFENV="VAR=v,VAR=v"
-#     ab     bf16 rlx-bench rows (--prefill 512 --decode 128 --reps 3), one per "label:VAR=v,..."
+#     ab     bf16 rlx-bench rows (--prefill 512 --decode 128 --reps 3, or ABARGS), one per "label:VAR=v,..."
 #            in AB1 (llama-1b) and AB188 (llama-188m), in the order given (interleave them)
 #     prof   RLX_GPU_PROFILE=1 tables, one per "label:1b|188m:VAR=v,..." in PROFV (PROFN lines)
 #     ncu    Nsight Compute per kernel, one per "label:1b|188m:VAR=v,..." in NCUV: kernels
@@ -29,10 +29,14 @@ fi
 nvidia-smi --query-gpu=name --format=csv,noheader
 envrun() { # "VAR=v,VAR=v" cmd...
   local e=$1; shift; local a=(); IFS=, read -ra a <<<"$e"; env "${a[@]}" "$@"; }
-bench() { # envs model-args...: one bf16 row, its prefill and decode tok/s
-  local e=$1; shift
-  envrun "$e" timeout 150 ./tools/rlx-bench "$@" --backend cuda --prefill 512 --decode 128 --reps 3 --precision bf16 \
-     --json 2>&1 | grep -o -e '"decode_tokens_per_s":[^,}]*' -e '"prefill_tokens_per_s":[^,}]*' -e 'error.*' | tr '\n' ' '; }
+bench() { # envs model-args...: one bf16 row, its prefill and decode tok/s; rc, seconds and the
+  # output's tail when rlx-bench fails or times out (ABTO s, default 150). ABARGS replaces
+  # the row's shape (default --prefill 512 --decode 128 --reps 3), e.g. with --decode-depth
+  local e=$1; shift; local t0=$SECONDS o rc
+  o=$(envrun "$e" timeout ${ABTO:-150} ./tools/rlx-bench "$@" --backend cuda ${ABARGS:---prefill 512 --decode 128 --reps 3} \
+      --precision bf16 --json 2>&1); rc=$?
+  grep -o -e '"decode_tokens_per_s":[^,}]*' -e '"prefill_tokens_per_s":[^,}]*' -e 'error.*' <<<"$o" | tr '\n' ' '
+  [ $rc = 0 ] || printf 'rc=%s after %ss: %s' $rc $((SECONDS - t0)) "$(tail -c 300 <<<"$o" | tr '\n' ' ')"; }
 if [[ ,$modes, == *,ab,* ]]; then
   for cfg in 1b 188m; do
     v=AB1; [ $cfg = 188m ] && v=AB188
