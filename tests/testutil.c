@@ -146,7 +146,7 @@ rlx_model *tu_open_model(const char *dir, const char *backend, int threads)
     rlx_model_options o;
     rlx_model_options_init(&o);
     o.backend = backend;
-    if (threads > 0) o.threads = threads;
+    o.threads = threads;
     rlx_model *m = NULL;
     rlx_diag d;
     rlx_diag_init(&d);
