@@ -11,8 +11,9 @@
 #     tpab   LLaMA-8B-width rows on GPUs 0,1 (and 0), one per "label:devs:VAR=v,..." in TPAB, over
 #            the model check's tp-speed row made (run check with GPU_CHECK_KEEP=1 first)
 #     san    compute-sanitizer (SANT, default memcheck) over the conformance suite, SANENV
-#     persist  bench/gpu-persist/persist.cu (the one-kernel-a-token prototype) built with nvcc, one
-#            run per "shape:arg,arg,..." in PERSIST (default the ring 4 x 32 KB on 1b32k and 188m)
+#     persist  bench/gpu-persist/persist.cu (the one-kernel-a-token prototype) built with nvcc
+#            (PERSISTFLAGS, e.g. -DPHASE_TIMING), one run per "shape:arg,arg,..." in PERSIST
+#            (default the ring 4 x 32 KB on 1b32k and 188m)
 # e.g. AB1="off:RLX_GPU_PDL=0 on:" tools/gpu-ab.sh .gpu ab  (the device tool's run, carrying .gpu)
 set -u
 dir=${1:?usage: tools/gpu-ab.sh DIR MODES}
@@ -83,12 +84,16 @@ if [[ ,$modes, == *,san,* ]]; then
 fi
 if [[ ,$modes, == *,persist,* ]]; then # PERSIST="shape:arg,arg,..."
   pb=/tmp/persist-build; mkdir -p "$pb" # the binary stays on the GPU machine
-  /usr/local/cuda/bin/nvcc -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -o "$pb/persist" \
-    "$top/bench/gpu-persist/persist.cu" > "$pb/nvcc.log" 2>&1 || { echo "persist: nvcc failed"; tail -5 "$pb/nvcc.log"; }
+  if ! /usr/local/cuda/bin/nvcc -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 ${PERSISTFLAGS:-} -o "$pb/persist" \
+    "$top/bench/gpu-persist/persist.cu" > "$pb/nvcc.log" 2>&1; then
+    echo "persist: nvcc failed, no shapes run"; tail -5 "$pb/nvcc.log"; PERSIST=none
+  fi
   for spec in ${PERSIST:-1b32k:--stages,4,--stage-kb,32 188m:--stages,4,--stage-kb,32}; do
+    [ "$spec" = none ] && continue
     shape=${spec%%:*}; a=${spec#*:}; [ "$a" = "$spec" ] && a=""; args=(); IFS=, read -ra args <<<"$a"
     timeout 90 "$pb/persist" --shape "$shape" --barrier counter --ref-tokens 20 "${args[@]}" > "$pb/run.log" 2>&1
     rc=$?; cat "$pb/run.log" >> "$out/persist.log"
     echo "PERSIST $spec rc=$rc $(grep '^{' "$pb/run.log" | tail -1 | grep -o -e '"floor_us":[^,]*' -e '"counter":{[^}]*' | tr '\n' ' ')"
+    grep -E '^(phase|qkv|att|o|gu|down|lm) ' "$pb/run.log" # the phase table (PERSISTFLAGS=-DPHASE_TIMING)
   done
 fi

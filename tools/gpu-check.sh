@@ -13,7 +13,8 @@
 # or tp (tensor parallelism: tp-parity, tp-speed, tp-profile; only where 2 or more GPUs
 # are visible), to spend less device time while iterating; unset, everything runs.
 # GPU_CHECK_KEEP=1 (run) keeps the generated 8B model (/tmp/rlx-llama8b) for later commands.
-# GPU_CHECK_INCREMENTAL=1 (pack) rebuilds in the tree of an earlier pack.
+# GPU_CHECK_INCREMENTAL=1 (pack) rebuilds in the tree of an earlier pack (a full build when
+# a Makefile.am or configure.ac differs from that pack's, e.g. packing another branch).
 # RLX_GPU_ROOT (default /tmp/rlx-gpu) and RLX_GPU_BUILD (default $RLX_GPU_ROOT/build): where
 # the tree is packed and unpacked, the same on both sides; several packers on one machine
 # each need their own. pack with RLX_GPU_BUILD set makes and packs that configured build
@@ -25,6 +26,8 @@ mode=${1:-}
 dir=${2:-}
 [ -n "$mode" ] && [ -n "$dir" ] || { echo "usage: $0 pack|run DIR" >&2; exit 2; }
 
+# the build system's files (a file list changed: an incremental make would miss new sources)
+am_sum() { (cd "$1" && find . -name '*.am' -o -name configure.ac | LC_ALL=C sort | xargs cat | md5sum); }
 if [ "$mode" = pack ]; then
     set -e
     top=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,17 +35,22 @@ if [ "$mode" = pack ]; then
         rm -rf "$root/src" && mkdir -p "$root/src" "$dir"
         (cd "$top" && git ls-files -z | xargs -0 tar -cf - | tar -C "$root/src" -xf -)
         (cd "$build" && make -j"$(nproc)" >/dev/null && make -j"$(nproc)" check TESTS= >/dev/null)
-    elif [ "${GPU_CHECK_INCREMENTAL:-}" = 1 ] && [ -f "$root/build/Makefile" ]; then
+    elif [ "${GPU_CHECK_INCREMENTAL:-}" = 1 ] && [ -f "$root/build/Makefile" ] &&
+        [ "$(am_sum "$top")" = "$(am_sum "$root/src")" ]; then
         (cd "$top" && git ls-files -z | xargs -0 tar -cf - | tar -C "$root/src" -xf -)
         (cd "$root/build" && make -j"$(nproc)" >/dev/null && make -j"$(nproc)" check TESTS= >/dev/null)
     else
+        [ "${GPU_CHECK_INCREMENTAL:-}" = 1 ] && echo "gpu-check: build files differ from the last pack's: full build"
         rm -rf "$root" && mkdir -p "$root/src" "$root/build" "$dir"
         (cd "$top" && git ls-files -z | xargs -0 tar -cf - | tar -C "$root/src" -xf -)
         (cd "$root/src" && autoreconf -fi >/dev/null 2>&1)
         (cd "$root/build" && "$root/src/configure" -q --with-cuda >/dev/null && make -j"$(nproc)" >/dev/null &&
             make -j"$(nproc)" check TESTS= >/dev/null)
     fi
-    cp "$top/../shared/perf/"llama-*-config.json "$root/" 2>/dev/null || true
+    # the benchmark configs: ../shared beside the main checkout (a worktree has none beside it)
+    main_top=$(cd "$(git -C "$top" rev-parse --path-format=absolute --git-common-dir)/.." && pwd)
+    cp "$main_top/../shared/perf/"llama-*-config.json "$root/" ||
+        { echo "gpu-check: no benchmark configs in $main_top/../shared/perf" >&2; exit 1; }
     parts=("${root#/}")
     [ "${build#"$root"/}" = "$build" ] && parts+=("${build#/}")
     tar -C / --exclude="*.o" --exclude=autom4te.cache --exclude="*.log" --exclude="*.trs" \
