@@ -86,14 +86,14 @@ if [[ ,$modes, == *,persist,* ]]; then # PERSIST="shape:arg,arg,..."
   pb=/tmp/persist-build; mkdir -p "$pb" # the binary stays on the GPU machine
   if ! /usr/local/cuda/bin/nvcc -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 ${PERSISTFLAGS:-} -o "$pb/persist" \
     "$top/bench/gpu-persist/persist.cu" > "$pb/nvcc.log" 2>&1; then
-    echo "persist: nvcc failed, no shapes run"; tail -5 "$pb/nvcc.log"; PERSIST=none
+    echo "persist: nvcc failed, no shapes run"; tail -5 "$pb/nvcc.log"
+  else
+    for spec in ${PERSIST:-1b32k:--stages,4,--stage-kb,32 188m:--stages,4,--stage-kb,32}; do
+      shape=${spec%%:*}; a=${spec#*:}; [ "$a" = "$spec" ] && a=""; args=(); IFS=, read -ra args <<<"$a"
+      timeout 90 "$pb/persist" --shape "$shape" --barrier counter --ref-tokens 20 "${args[@]}" > "$pb/run.log" 2>&1
+      rc=$?; cat "$pb/run.log" >> "$out/persist.log"
+      echo "PERSIST $spec rc=$rc $(grep '^{' "$pb/run.log" | tail -1 | grep -o -e '"floor_us":[^,]*' -e '"counter":{[^}]*' | tr '\n' ' ')"
+      grep -E '^(phase|qkv|att|o|gu|down|lm) ' "$pb/run.log" # the phase table (PERSISTFLAGS=-DPHASE_TIMING)
+    done
   fi
-  for spec in ${PERSIST:-1b32k:--stages,4,--stage-kb,32 188m:--stages,4,--stage-kb,32}; do
-    [ "$spec" = none ] && continue
-    shape=${spec%%:*}; a=${spec#*:}; [ "$a" = "$spec" ] && a=""; args=(); IFS=, read -ra args <<<"$a"
-    timeout 90 "$pb/persist" --shape "$shape" --barrier counter --ref-tokens 20 "${args[@]}" > "$pb/run.log" 2>&1
-    rc=$?; cat "$pb/run.log" >> "$out/persist.log"
-    echo "PERSIST $spec rc=$rc $(grep '^{' "$pb/run.log" | tail -1 | grep -o -e '"floor_us":[^,]*' -e '"counter":{[^}]*' | tr '\n' ' ')"
-    grep -E '^(phase|qkv|att|o|gu|down|lm) ' "$pb/run.log" # the phase table (PERSISTFLAGS=-DPHASE_TIMING)
-  done
 fi
