@@ -93,6 +93,12 @@ static void prof_print(const gpu_prof *p)
                 fprintf(stderr, "  %-22s %6.1f per execute %9.4f ms each execute\n",
                         o < OP_COUNT ? op_names[o] : fuse_names[o - OP_COUNT],
                         (double)p->op_n[ph][o] / n, p->op_ms[ph][o] / n);
+        for (int i = 0; i < p->n_shp[ph]; i++) {
+            const gpu_prof_shape *q = &p->shp[ph][i];
+            fprintf(stderr, "    %-18s %6lld x %6lld x %6lld %6.1f per execute %9.4f ms each execute\n",
+                    op_names[q->op], (long long)q->rows, (long long)q->n, (long long)q->k, (double)q->cnt / n,
+                    q->ms / n);
+        }
     }
 }
 

@@ -207,6 +207,13 @@ typedef struct gpu_be {
  * table per phase (decode: every matmul has <= 16 rows) on stderr at teardown. A program's
  * first execute is left out of the per-op times (it loads each kernel lazily). Event pairs
  * around each launch count its launch latency too: small kernels read high. */
+#define GPU_PROF_SHAPES 32
+typedef struct gpu_prof_shape { /* an op at rows x n x k (a matmul's M, N, K) */
+    int op;
+    int64_t rows, n, k;
+    double ms;
+    long cnt;
+} gpu_prof_shape;
 typedef struct gpu_prof {
     double op_ms[2][OP_COUNT + FUSE_COUNT]; /* ops, then fused groups by FUSE_* */
     long op_n[2][OP_COUNT + FUSE_COUNT];
@@ -214,6 +221,8 @@ typedef struct gpu_prof {
     long exec_n[2], up_n, down_n, alloc_n, compile_n, first_n[2], launches[2];
     double up_b, down_b, alloc_b;
     gpuEvent_t e0, e1;
+    gpu_prof_shape shp[2][GPU_PROF_SHAPES]; /* the unfused matmuls: which shapes take the time */
+    int n_shp[2];
 } gpu_prof;
 
 /* gpu_backend.cu */

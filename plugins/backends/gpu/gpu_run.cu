@@ -409,6 +409,24 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
     return 0;
 }
 
+/* RLX_GPU_PROFILE: an unfused matmul's time under its shape (the first GPU_PROF_SHAPES) */
+static void prof_shape(gpu_prof *pf, int ph, const gpu_step *st, float ms)
+{
+    int i = 0;
+    while (i < pf->n_shp[ph] && !(pf->shp[ph][i].op == st->op && pf->shp[ph][i].rows == st->rows &&
+                                  pf->shp[ph][i].n == st->n && pf->shp[ph][i].k == st->k))
+        i++;
+    if (i == GPU_PROF_SHAPES)
+        return;
+    if (i == pf->n_shp[ph]) {
+        const gpu_prof_shape z = {st->op, st->rows, st->n, st->k, 0.0, 0};
+        pf->shp[ph][i] = z;
+        pf->n_shp[ph]++;
+    }
+    pf->shp[ph][i].ms += ms;
+    pf->shp[ph][i].cnt++;
+}
+
 static int enqueue_all(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
 {
     if (x->checks) {
@@ -468,6 +486,8 @@ static int enqueue_all(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
             pf->op_ms[x->decode][key] += ms;
             pf->op_n[x->decode][key]++;
             pf->launches[x->decode]++;
+            if (!st->fused_now && (st->op == OP_MATMUL || st->op == OP_MATMUL_NN || st->op == OP_LINEAR_SWIGLU))
+                prof_shape(pf, x->decode, st, ms);
         }
     }
     if (x->checks) {
