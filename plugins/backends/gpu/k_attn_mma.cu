@@ -1,12 +1,15 @@
 /* Prefill attention on tensor cores (FlashAttention-2 style) for 16-bit q, k, v of one dtype
- * and head dim 64, 128 or 256: a block of 4 warps takes 64 query rows of one head, each warp
- * 16 of them; K and V tiles of BK keys are copied into shared memory asynchronously, two
+ * and head dim 64, 128 or 256: a block of 4 warps (or two groups of 4, fa_smem) takes 64
+ * query rows of one head, each warp 16 of them; K and V tiles of BK keys are copied into shared memory asynchronously, two
  * stages deep (V read back transposed by ldmatrix), S = Q·Kᵀ
  * and O += P·V run as m16n8k16 MMAs with f32 accumulators held in registers, the softmax is
  * online (running max and sum per row), so no T×S matrix exists. P is rounded to the input
  * dtype for the second product, as FlashAttention does. HIP has no mma.sync: there
  * gpu_attn_mma_ok says no and the SIMT kernel (k_attention.cu) runs. */
 #include "gpu_dtype.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 #define FA_WARPS 4
 #define FA_BQ (16 * FA_WARPS)
@@ -68,23 +71,42 @@ __device__ __forceinline__ void ldm_x4_trans(uint32_t r[4], const uint16_t *p)
                  : "r"(a));
 }
 
-/* K and V tiles of BK keys, two stages: the next tile's copies run under this one's MMAs */
-template <int D, int BK> struct fa_smem {
+/* K and V tiles of BK keys, two stages a key group: the next tile's copies run under this
+ * one's MMAs. KS key groups of 4 warps share the block's 64 rows and split its key tiles:
+ * with few blocks (a prompt of a few hundred rows, or a rank's half of the heads) the block
+ * with the most keys sets the launch's time, and KS = 2 halves its chain of tiles. Group
+ * g > 0 leaves (m, l, o) a thread in its own stages (freed once its tiles are done), and
+ * group 0 merges them. */
+template <int D, int BK, int KS> struct fa_smem {
     static constexpr int P = D + 8; /* row pitch in halves: +16 bytes, conflict-free rows */
-    static constexpr size_t bytes = (size_t)2 * 2 * BK * P * sizeof(uint16_t);
+    static constexpr size_t group = (size_t)2 * 2 * BK * P * sizeof(uint16_t);
+    static constexpr size_t bytes = KS * group;
+    /* a thread's partial: o (D/2 floats), m and l of its two rows */
+    static_assert((size_t)FA_WARPS * 32 * (D / 2 + 4) * sizeof(float) <= group, "a partial fits its group's stages");
 };
 
-template <int DT, int D, int BK>
-__global__ __launch_bounds__(FA_WARPS * 32) static void k_attn_mma(gpu_attn a)
+/* the key group's 4 warps meet (named barrier 1 + group; 0 is __syncthreads) */
+template <int KS> __device__ __forceinline__ void fa_gsync(int grp)
 {
-    constexpr int P = fa_smem<D, BK>::P;
+    if (KS == 1)
+        __syncthreads();
+    else
+        asm volatile("bar.sync %0, %1;" ::"r"(1 + grp), "n"(FA_WARPS * 32) : "memory");
+}
+
+template <int DT, int D, int BK, int KS>
+__global__ __launch_bounds__(FA_WARPS * 32 * KS) static void k_attn_mma(gpu_attn a)
+{
+    constexpr int P = fa_smem<D, BK, KS>::P;
     extern __shared__ __align__(16) uint16_t fa_sm[];
     constexpr int STAGE = 2 * BK * P; /* a stage: K rows, then V rows */
 
     /* heads vary fastest and the last query tiles (the most keys) go first: the light
      * tiles fill the tail */
-    const int h = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * FA_BQ, tid = threadIdx.x;
+    const int h = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * FA_BQ;
+    const int grp = (int)threadIdx.x / (FA_WARPS * 32), tid = (int)threadIdx.x % (FA_WARPS * 32);
     const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
+    uint16_t *gsm = fa_sm + (size_t)grp * 2 * STAGE; /* this key group's two stages */
     const int kvh = h / (a.nh / a.nkv);
     const int64_t p = a.pos ? a.pos[0] : 0;
     const int64_t kv_len = a.pos && p + a.T < a.S ? p + a.T : a.S;
@@ -100,6 +122,13 @@ __global__ __launch_bounds__(FA_WARPS * 32) static void k_attn_mma(gpu_attn a)
     }
     if (a.window > 0 && p + q0 - a.window + 1 > 0)
         lo = p + q0 - a.window + 1;
+    if (KS > 1 && lo < hi) { /* this group's share of the key tiles, the first groups the larger */
+        const int64_t nt = (hi - lo + BK - 1) / BK;
+        const int64_t a0 = (nt * grp + KS - 1) / KS, a1 = (nt * (grp + 1) + KS - 1) / KS;
+        const int64_t glo = lo + a0 * BK, ghi = lo + a1 * BK < hi ? lo + a1 * BK : hi;
+        lo = glo;
+        hi = ghi;
+    }
 
     /* tile kb's K and V rows into stage st; rows at or past hi are zeros */
     auto load = [&](int st, int64_t kb) {
@@ -108,8 +137,8 @@ __global__ __launch_bounds__(FA_WARPS * 32) static void k_attn_mma(gpu_attn a)
             int64_t j = kb + rr;
             int64_t off = j < hi ? (j * a.nkv + kvh) * D + cc : 0;
             int n = j < hi ? 16 : 0;
-            cp16(&fa_sm[st * STAGE + rr * P + cc], K + off, n);
-            cp16(&fa_sm[st * STAGE + (BK + rr) * P + cc], V + off, n);
+            cp16(&gsm[st * STAGE + rr * P + cc], K + off, n);
+            cp16(&gsm[st * STAGE + (BK + rr) * P + cc], V + off, n);
         }
         cp_commit();
     };
@@ -137,8 +166,8 @@ __global__ __launch_bounds__(FA_WARPS * 32) static void k_attn_mma(gpu_attn a)
         } else {
             cp_wait<0>();
         }
-        __syncthreads(); /* this tile landed for every thread */
-        const uint16_t *Kt = fa_sm + st * STAGE, *Vt = Kt + BK * P;
+        fa_gsync<KS>(grp); /* this tile landed for every thread of the group */
+        const uint16_t *Kt = gsm + st * STAGE, *Vt = Kt + BK * P;
 
         float s[BK / 8][4];
 #pragma unroll
@@ -222,14 +251,48 @@ __global__ __launch_bounds__(FA_WARPS * 32) static void k_attn_mma(gpu_attn a)
                 mma16816<DT>(o[n + 1], pf, b[2], b[3]);
             }
         }
-        __syncthreads(); /* every warp is done with stage st before it is refilled */
+        fa_gsync<KS>(grp); /* every warp is done with stage st before it is refilled */
     }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         l[r] += RLX_SHFL_XOR(l[r], 1, 32);
         l[r] += RLX_SHFL_XOR(l[r], 2, 32);
-        l[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
     }
+    if (KS > 1) { /* the groups' partials of the same rows, in the same fragment places, merged */
+        float *part = (float *)gsm + (size_t)tid * (D / 2 + 4);
+        if (grp > 0) {
+#pragma unroll
+            for (int n = 0; n < D / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    part[n * 4 + e] = o[n][e];
+            part[D / 2] = m[0], part[D / 2 + 1] = m[1], part[D / 2 + 2] = l[0], part[D / 2 + 3] = l[1];
+        }
+        __syncthreads();
+        if (grp > 0)
+            return;
+#pragma unroll
+        for (int gi = 1; gi < KS; gi++) {
+            const float *q = (const float *)(fa_sm + (size_t)gi * 2 * STAGE) + (size_t)tid * (D / 2 + 4);
+            float a0[2], a1[2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) { /* a row no key reached has m -inf: weight 0 */
+                const float m1 = q[D / 2 + r], mn = fmaxf(m[r], m1);
+                a0[r] = m[r] == -INFINITY ? 0.0f : expf(m[r] - mn);
+                a1[r] = m1 == -INFINITY ? 0.0f : expf(m1 - mn);
+                l[r] = l[r] * a0[r] + q[D / 2 + 2 + r] * a1[r];
+                m[r] = mn;
+            }
+#pragma unroll
+            for (int n = 0; n < D / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    o[n][e] = o[n][e] * a0[e >> 1] + q[n * 4 + e] * a1[e >> 1];
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+        l[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
 #pragma unroll
     for (int n = 0; n < D / 8; n++)
 #pragma unroll
@@ -248,18 +311,42 @@ int gpu_attn_mma_ok(const gpu_attn *a)
            (a->d == 64 || a->d == 128 || a->d == 256) && al % 16 == 0;
 }
 
-template <int DT, int D, int BK> static void launch_d(gpuStream_t s, const gpu_attn *a)
+template <int DT, int D, int BK, int KS> static void launch_k(gpuStream_t s, const gpu_attn *a, dim3 grid)
 {
-    constexpr size_t sm = fa_smem<D, BK>::bytes;
+    constexpr size_t sm = fa_smem<D, BK, KS>::bytes;
     static unsigned char opted[64]; /* above 48 KiB a kernel must ask, once a device */
     int dev = 0;
     if (sm > 48 * 1024 && cudaGetDevice(&dev) == cudaSuccess && (dev >= 64 || !opted[dev])) {
-        cudaFuncSetAttribute(k_attn_mma<DT, D, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+        cudaFuncSetAttribute(k_attn_mma<DT, D, BK, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
         if (dev < 64)
             opted[dev] = 1;
     }
+    RLX_LAUNCH((k_attn_mma<DT, D, BK, KS>), grid, FA_WARPS * 32 * KS, sm, s)(*a);
+}
+
+/* RLX_GPU_FA_SPLIT=0: one key group a block always. Else two when the launch has at most
+ * two blocks an SM: then its time is the longest block's chain of key tiles, not the work */
+static int fa_split(unsigned blocks)
+{
+    static int sms = -1, on = 1;
+    if (sms < 0) {
+        const char *e = getenv("RLX_GPU_FA_SPLIT");
+        on = !(e && strcmp(e, "0") == 0);
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+            sms = 0;
+    }
+    return on && blocks <= 2u * (unsigned)sms;
+}
+
+template <int DT, int D, int BK> static void launch_d(gpuStream_t s, const gpu_attn *a)
+{
     dim3 grid((unsigned)a->nh, (unsigned)((a->T + FA_BQ - 1) / FA_BQ));
-    RLX_LAUNCH((k_attn_mma<DT, D, BK>), grid, FA_WARPS * 32, sm, s)(*a);
+    if (fa_split(grid.x * grid.y))
+        launch_k<DT, D, BK, 2>(s, a, grid);
+    else
+        launch_k<DT, D, BK, 1>(s, a, grid);
 }
 
 template <int DT> static void launch_dt(gpuStream_t s, const gpu_attn *a)
