@@ -1,7 +1,7 @@
 /* Prefill attention on tensor cores (FlashAttention-2 style) for 16-bit q, k, v of one dtype
- * and head dim 64, 128 or 256: a block of 4 warps (or two groups of 4, fa_smem) takes 64
- * query rows of one head, each warp 16 of them; K and V tiles of BK keys are copied into shared memory asynchronously, two
- * stages deep (V read back transposed by ldmatrix), S = Q·Kᵀ
+ * and head dim 64, 128 or 256: a block of 4 warps (or two key groups of 4, fa_smem) takes 64
+ * query rows of one head, each warp 16 of them; K and V tiles of BK keys are copied into
+ * shared memory asynchronously, two stages deep (V read back transposed by ldmatrix), S = Q·Kᵀ
  * and O += P·V run as m16n8k16 MMAs with f32 accumulators held in registers, the softmax is
  * online (running max and sum per row), so no T×S matrix exists. P is rounded to the input
  * dtype for the second product, as FlashAttention does. HIP has no mma.sync: there
@@ -328,16 +328,15 @@ template <int DT, int D, int BK, int KS> static void launch_k(gpuStream_t s, con
  * two blocks an SM: then its time is the longest block's chain of key tiles, not the work */
 static int fa_split(unsigned blocks)
 {
-    static int sms = -1, on = 1;
-    if (sms < 0) {
+    static const bool on = [] {
         const char *e = getenv("RLX_GPU_FA_SPLIT");
-        on = !(e && strcmp(e, "0") == 0);
-        int dev = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-            sms = 0;
-    }
-    return on && blocks <= 2u * (unsigned)sms;
+        return !(e && strcmp(e, "0") == 0);
+    }();
+    int dev = 0, sms = 0; /* the SMs of the calling thread's device (ranks run on threads) */
+    if (!on || cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        return 0;
+    return blocks <= 2u * (unsigned)sms;
 }
 
 template <int DT, int D, int BK> static void launch_d(gpuStream_t s, const gpu_attn *a)
