@@ -652,6 +652,8 @@ static int gpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
         be->fuse = !(fz && strcmp(fz, "0") == 0);
         const char *la = getenv("RLX_GPU_LATE_ADD");
         be->late_add = !(la && strcmp(la, "0") == 0);
+        const char *fs = getenv("RLX_GPU_FA_SPLIT");
+        be->fa_split = !(fs && strcmp(fs, "0") == 0);
         const char *nr = getenv("RLX_GPU_NORM_ROWS");
         be->norm_rows = nr && *nr ? atoi(nr) : 1;
         const char *g = getenv("RLX_GPU_GEMM");
@@ -952,7 +954,7 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
         if (op_defs[st->op].flags & OPF_CHECKS)
             x->checks = 1;
         size_t need = 0;
-        if (st->op == OP_MATMUL || st->op == OP_MATMUL_NN || st->op == OP_LINEAR_SWIGLU) {
+        if (op_is_matmul(st->op)) {
             need = plan_matmul(be, st);
             x->decode = x->decode >= 0 && st->rows <= GPU_GEMV_MAX_M ? 1 : -1;
         }
@@ -965,6 +967,7 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
         if (st->op == OP_ATTENTION) {
             gpu_attn *a = &st->attn;
             a->nsplit = gpu_attn_splits(a->T, a->S, a->nh, a->nkv, a->d, be->sms);
+            a->kgroups = be->fa_split ? gpu_attn_mma_groups(a->T, a->nh, be->sms) : 1;
             need = (size_t)gpu_attn_part_floats(a->T, a->nh, a->d, a->nsplit) * 4;
             if (a->nsplit > 0 && gpu_attn_counters(a->T, a->nh, a->nkv) > x->n_cnt)
                 x->n_cnt = gpu_attn_counters(a->T, a->nh, a->nkv);

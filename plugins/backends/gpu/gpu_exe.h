@@ -22,6 +22,12 @@ enum gpu_op {
     OP_COUNT
 };
 
+/* a matmul step: run_matmul's (cuBLAS, the own GEMM or the skinny GEMV) */
+static inline int op_is_matmul(int op)
+{
+    return op == OP_MATMUL || op == OP_MATMUL_NN || op == OP_LINEAR_SWIGLU;
+}
+
 /* What the compiler needs to know of each op, one row per op in enum order (checked
  * below, at compile time): adding an op is one enum entry, one row here, and its cases in
  * gpu_backend.cu's step_build and gpu_run.cu's run_step (switches over the enum: a missing case is a
@@ -195,7 +201,8 @@ typedef struct gpu_be {
      * row the multi-row GEMV would reload the norm weight per row beside every weight
      * vector (L1-bound); a separate norm kernel is cheaper there */
     int norm_rows;
-    int sms; /* multiprocessors: sizes the decode attention split */
+    int sms; /* multiprocessors: sizes the decode attention split and the prefill key groups */
+    int fa_split; /* prefill attention may split a block's keys in two groups (RLX_GPU_FA_SPLIT=0: off) */
     int *err_dev;  /* {code, value, node} */
     unsigned *sum_last; /* zero between launches: a GEMV storing an add's sum in place counts its blocks */
     int *err_host; /* pinned copy */

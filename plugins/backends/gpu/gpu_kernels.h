@@ -111,6 +111,7 @@ typedef struct gpu_attn {
     /* pos and the cache rows before it are fixed before the step (only cache writes at pos
      * write the cache): a warp's first keys load before the wait on the kernel before */
     int early;
+    int kgroups; /* the tensor-core prefill's key groups a block (gpu_attn_mma_groups; 0: 1) */
 } gpu_attn;
 #define GPU_ATTN_MAX_D 512
 /* decode rows (T <= GPU_ATTN_DECODE_T) split the keys over up to nsplit blocks */
@@ -120,6 +121,9 @@ void gpu_attn_decode(gpuStream_t s, const gpu_attn *a); /* gpu_attention's decod
 /* gpu_attention's tensor-core path (k_attn_mma.cu): 16-bit q/k/v of one dtype, d 64/128/256 */
 int gpu_attn_mma_ok(const gpu_attn *a);
 void gpu_attn_mma(gpuStream_t s, const gpu_attn *a);
+/* its key groups a block for T rows of nh heads on sms multiprocessors: 2 when the launch
+ * has at most two blocks an SM (its time is then the longest block's chain of key tiles) */
+int gpu_attn_mma_groups(int T, int nh, int sms);
 /* splits for a decode attention of T rows over up to S keys (0: not the decode path);
  * floats of scratch it needs; counters it needs (zeroed once, kept zero by the kernel) */
 int gpu_attn_splits(int T, int S, int nh, int nkv, int d, int sms);

@@ -486,7 +486,7 @@ static int enqueue_all(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
             pf->op_ms[x->decode][key] += ms;
             pf->op_n[x->decode][key]++;
             pf->launches[x->decode]++;
-            if (!st->fused_now && (st->op == OP_MATMUL || st->op == OP_MATMUL_NN || st->op == OP_LINEAR_SWIGLU))
+            if (!st->fused_now && op_is_matmul(st->op))
                 prof_shape(pf, x->decode, st, ms);
         }
     }

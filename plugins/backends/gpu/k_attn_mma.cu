@@ -8,11 +8,14 @@
  * gpu_attn_mma_ok says no and the SIMT kernel (k_attention.cu) runs. */
 #include "gpu_dtype.h"
 
-#include <stdlib.h>
-#include <string.h>
-
 #define FA_WARPS 4
 #define FA_BQ (16 * FA_WARPS)
+
+int gpu_attn_mma_groups(int T, int nh, int sms)
+{
+    const int64_t blocks = (int64_t)nh * ((T + FA_BQ - 1) / FA_BQ);
+    return blocks <= 2 * (int64_t)sms ? 2 : 1;
+}
 
 #if defined(RLX_GPU_HIP)
 int gpu_attn_mma_ok(const gpu_attn *a)
@@ -324,25 +327,10 @@ template <int DT, int D, int BK, int KS> static void launch_k(gpuStream_t s, con
     RLX_LAUNCH((k_attn_mma<DT, D, BK, KS>), grid, FA_WARPS * 32 * KS, sm, s)(*a);
 }
 
-/* RLX_GPU_FA_SPLIT=0: one key group a block always. Else two when the launch has at most
- * two blocks an SM: then its time is the longest block's chain of key tiles, not the work */
-static int fa_split(unsigned blocks)
-{
-    static const bool on = [] {
-        const char *e = getenv("RLX_GPU_FA_SPLIT");
-        return !(e && strcmp(e, "0") == 0);
-    }();
-    int dev = 0, sms = 0; /* the SMs of the calling thread's device (ranks run on threads) */
-    if (!on || cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-        return 0;
-    return blocks <= 2u * (unsigned)sms;
-}
-
 template <int DT, int D, int BK> static void launch_d(gpuStream_t s, const gpu_attn *a)
 {
     dim3 grid((unsigned)a->nh, (unsigned)((a->T + FA_BQ - 1) / FA_BQ));
-    if (fa_split(grid.x * grid.y))
+    if (a->kgroups > 1)
         launch_k<DT, D, BK, 2>(s, a, grid);
     else
         launch_k<DT, D, BK, 1>(s, a, grid);
