@@ -650,6 +650,81 @@ START_TEST(weights_tied_once_and_shape_checked)
 }
 END_TEST
 
+/* q, k and v of one x, then q again (one tensor read by two nodes) */
+static int emit_qkv(rlx_ctx *c, const rlx_host_api *h, void *u)
+{
+    (void)u;
+    static const char *const names[4] = {"q.weight", "k.weight", "v.weight", "q.weight"};
+    static const char *const outs[4] = {"q", "k", "v", "q2"};
+    int32_t x = h->slot_get(c, "x");
+    for (int i = 0; i < 4; i++) {
+        rlx_shape s = shp(2, (int64_t)(i % 3 == 0 ? 8 : 2), (int64_t)4);
+        int32_t in[2] = {x, h->emit_weight(c, names[i], &s)};
+        int32_t y = in[1] < 0 ? -1 : h->emit_op(c, "rlx.matmul", in, 2, NULL, 0);
+        if (y < 0 || h->emit_output(c, outs[i], y) < 0) return 1;
+    }
+    return 0;
+}
+
+START_TEST(device_weights_side_by_side_in_node_order)
+{
+    char *dir = tu_mkdtemp();
+    char path[4096];
+    snprintf(path, sizeof path, "%s/w.safetensors", dir);
+    rlx_st_writer *sw = rlx_st_writer_new();
+    rlx_diag d;
+    rlx_diag_init(&d);
+    static float q[32], kv[8];
+    rlx_shape sq = shp(2, (int64_t)8, (int64_t)4), skv = shp(2, (int64_t)2, (int64_t)4);
+    /* the file lists them v, k, q: the block follows the nodes, not the file */
+    ck_assert_int_eq(rlx_st_writer_add(sw, "v.weight", RLX_F32, &skv, kv, &d), 0);
+    ck_assert_int_eq(rlx_st_writer_add(sw, "k.weight", RLX_F32, &skv, kv, &d), 0);
+    ck_assert_int_eq(rlx_st_writer_add(sw, "q.weight", RLX_F32, &sq, q, &d), 0);
+    ck_assert_msg(rlx_st_writer_save(sw, path, &d) == 0, "%s", d.msg);
+    rlx_st_writer_free(sw);
+    rlx_weights *w = NULL;
+    ck_assert_msg(rlx_weights_open(path, &w, &d) == 0, "%s", d.msg);
+
+    rlx_flow *f = flow_x(4);
+    rlx_flow_custom(f, "qkv", emit_qkv, NULL);
+    rlx_model_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.prefill = f;
+    spec.backend = fake_device_backend(ALL_OPS);
+    spec.weights = w;
+    rlx_model_options o;
+    rlx_model_options_init(&o);
+    o.policy = "direct";
+    rlx_model *m = NULL;
+    ck_assert_msg(rlx_model_from_flow(&spec, &o, &m, &d) == 0, "%s", d.msg);
+    ck_assert_msg(compile(m, 2, &d) == 0, "%s", d.msg);
+    /* three uploads (q once), each 256-byte aligned right after the one before, in one
+     * allocation of exactly their padded sizes */
+    ck_assert_int_eq(fake_mem_rec.n_upload, 3);
+    char *at = fake_mem_rec.upload_dst[0];
+    ck_assert_uint_eq(fake_mem_rec.upload_bytes[0], sizeof q);
+    ck_assert_ptr_eq(fake_mem_rec.upload_dst[1], at + 256);
+    ck_assert_ptr_eq(fake_mem_rec.upload_dst[2], at + 512);
+    int blocks = 0;
+    for (int i = 0; i < fake_mem_rec.n_alloc; i++)
+        if (fake_mem_rec.alloc_ptr[i] == at) {
+            ck_assert_uint_eq(fake_mem_rec.alloc_bytes[i], 3 * 256);
+            blocks++;
+        }
+    ck_assert_int_eq(blocks, 1);
+    /* another program of the same weights binds nothing new */
+    int allocs = fake_mem_rec.n_alloc;
+    ck_assert_msg(compile(m, 3, &d) == 0, "%s", d.msg);
+    ck_assert_int_eq(fake_mem_rec.n_upload, 3);
+    for (int i = allocs; i < fake_mem_rec.n_alloc; i++) ck_assert_uint_ne(fake_mem_rec.alloc_bytes[i], 3 * 256);
+    rlx_model_close(m);
+    rlx_flow_free(f);
+    rlx_weights_close(w);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- precision */
 
 static const char *const F32_NO_CAST[] = {"rlx.matmul", "rlx.copy", NULL};
@@ -764,6 +839,7 @@ static Suite *suite(void)
     tcase_add_test(t, legalize_decomposes_what_backend_lacks);
     tcase_add_test(t, arena_reuses_memory_without_overlap);
     tcase_add_test(t, weights_tied_once_and_shape_checked);
+    tcase_add_test(t, device_weights_side_by_side_in_node_order);
     tcase_add_test(t, precision_casts_or_names_op_and_dtype);
     tcase_add_test(t, precision_follows_emitted_casts_and_pins);
     suite_add_tcase(s, t);

@@ -7,7 +7,30 @@ static rlx_backend fake;
 
 static int f_probe(rlx_backend_probe *p) { p->available = 1; return 0; }
 static int f_init(const rlx_backend_options *o, void **be, rlx_diag *d) { (void)o; (void)d; *be = &fake; return 0; }
-static void *f_alloc(void *be, size_t n, rlx_diag *d) { (void)be; (void)d; return calloc(1, n); }
+fake_mem fake_mem_rec;
+
+static void *f_alloc(void *be, size_t n, rlx_diag *d)
+{
+    (void)be;
+    (void)d;
+    void *p = calloc(1, n);
+    if (fake_mem_rec.n_alloc < FAKE_MAX) {
+        fake_mem_rec.alloc_bytes[fake_mem_rec.n_alloc] = n;
+        fake_mem_rec.alloc_ptr[fake_mem_rec.n_alloc++] = p;
+    }
+    return p;
+}
+static int f_upload(void *be, void *dst, const void *src, size_t n, rlx_diag *d)
+{
+    (void)be;
+    (void)d;
+    memcpy(dst, src, n);
+    if (fake_mem_rec.n_upload < FAKE_MAX) {
+        fake_mem_rec.upload_bytes[fake_mem_rec.n_upload] = n;
+        fake_mem_rec.upload_dst[fake_mem_rec.n_upload++] = dst;
+    }
+    return 0;
+}
 static void f_free(void *be, void *p) { (void)be; free(p); }
 static int f_compile(void *be, const rlx_program *p, void **exe, rlx_diag *d)
 {
@@ -65,4 +88,13 @@ int fake_count(const char *op)
     int n = 0;
     for (uint32_t i = 0; i < fake_rec.n_nodes; i++) n += strcmp(fake_rec.ops[i], op) == 0;
     return n;
+}
+
+const rlx_backend *fake_device_backend(const char *const *ops)
+{
+    fake_backend(ops);
+    memset(&fake_mem_rec, 0, sizeof fake_mem_rec);
+    fake.flags = 0;
+    fake.upload = f_upload;
+    return &fake;
 }

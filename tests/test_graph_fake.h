@@ -19,5 +19,16 @@ typedef struct fake_record {
 extern fake_record fake_rec;
 /* ops: NULL-terminated list the backend claims */
 const rlx_backend *fake_backend(const char *const *ops);
+/* the same backend as a device one (no host memory: weights are uploaded), its
+ * allocations and uploads recorded in order */
+const rlx_backend *fake_device_backend(const char *const *ops);
+typedef struct fake_mem {
+    int n_alloc, n_upload;
+    size_t alloc_bytes[FAKE_MAX];
+    void *alloc_ptr[FAKE_MAX];
+    void *upload_dst[FAKE_MAX];
+    size_t upload_bytes[FAKE_MAX];
+} fake_mem;
+extern fake_mem fake_mem_rec;
 int fake_count(const char *op);
 #endif

@@ -33,11 +33,67 @@ static int passes(rlx_model *m, rg_exec *e, rlx_diag *d)
     return rg_schedule(g, d);
 }
 
+/* weight value v of the program, or NULL when v is something else */
+static const rg_value *weight_of(const rg_exec *e, int32_t v)
+{
+    const rg_plan *p = &e->plan;
+    if (v < 0 || (uint32_t)v >= p->n_values || p->values[v].kind != RLX_VALUE_WEIGHT) return NULL;
+    return &e->g->values[p->p2g[v]];
+}
+
+/* A device backend gets the weights this program binds first in one block, in the order
+ * its nodes read them: one allocation instead of hundreds, and the weights of a run of
+ * nodes (q, k, v of one x) lie side by side, so a backend may read them as one matrix. */
+static int bind_weights_in_order(rlx_model *m, rg_exec *e, rlx_diag *d)
+{
+    const rg_plan *p = &e->plan;
+    uint8_t *seen = calloc(p->n_values + 1, 1);
+    if (!seen) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    size_t need = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t n = 0; n < p->n_nodes; n++)
+            for (uint32_t k = 0; k < p->nodes[n].n_inputs; k++) {
+                int32_t v = p->nodes[n].inputs[k];
+                const rg_value *gv = weight_of(e, v);
+                if (!gv || seen[v] == pass + 1) continue;
+                seen[v] = (uint8_t)(pass + 1);
+                const rlx_value_desc *vd = &p->values[v];
+                if (pass == 0) {
+                    /* a value bound already, or another value of the same tensor counted */
+                    int dup = rg_model_weight_bound(m, gv->name, vd->dtype, gv->split, gv->split_lo, gv->split_hi);
+                    for (uint32_t u = 0; u < p->n_values && !dup; u++) {
+                        const rg_value *gu = seen[u] == 1 && u != (uint32_t)v ? weight_of(e, (int32_t)u) : NULL;
+                        dup = gu && p->values[u].dtype == vd->dtype && gu->split == gv->split &&
+                              gu->split_lo == gv->split_lo && gu->split_hi == gv->split_hi && !strcmp(gu->name, gv->name);
+                    }
+                    size_t bytes = (size_t)rlx_shape_numel(&vd->shape) * rlx_dtype_size(vd->dtype);
+                    if (!dup) need += (bytes + RG_WEIGHT_ALIGN - 1) & ~(RG_WEIGHT_ALIGN - 1);
+                } else {
+                    const rg_weight *w;
+                    int rc = rg_model_weight_part(m, gv->name, vd->dtype, gv->split, gv->split_lo, gv->split_hi, &w, d);
+                    if (rc) {
+                        free(seen);
+                        m->blk_cur = m->blk_end = NULL;
+                        return rc;
+                    }
+                }
+            }
+        if (pass == 0) rg_model_weight_block(m, need);
+    }
+    free(seen);
+    m->blk_cur = m->blk_end = NULL; /* what is left of the block stays unused */
+    return 0;
+}
+
 /* weights, constants and IO staging buffers: everything fixed for this program */
 static int bind_fixed(rlx_model *m, rg_exec *e, rlx_diag *d)
 {
     const rg_plan *p = &e->plan;
     int host = (m->be->flags & RLX_BACKEND_HOST_MEMORY) != 0;
+    if (!host) {
+        int rc = bind_weights_in_order(m, e, d);
+        if (rc) return rc;
+    }
     for (uint32_t i = 0; i < p->n_values; i++) {
         const rlx_value_desc *vd = &p->values[i];
         const rg_value *gv = &e->g->values[p->p2g[i]];

@@ -16,6 +16,7 @@ typedef struct rg_weight {
     size_t owned_map;
     int in_slab; /* owned lies in the model's weight slab (freed with it) */
     int device;  /* ptr came from backend->alloc */
+    int in_block; /* ptr lies in one of the model's device weight blocks (freed with it) */
 } rg_weight;
 
 /* A compiled program for one (phase, sequence length, context length). */
@@ -46,6 +47,11 @@ struct rlx_model {
     char *slab; /* converted host weights, one huge-page mapping (model_weights.c) */
     size_t slab_len, slab_used;
     int slab_tried;
+    /* device weight blocks (model_weights.c): a program's weights in one allocation, side by
+     * side in the order its nodes read them; blk_cur/blk_end: the room left in the last */
+    void **blocks;
+    uint32_t n_blocks;
+    char *blk_cur, *blk_end;
     uint64_t conv_avail; /* host memory known free for conversions (model_weights.c) */
     rg_exec **exec;
     uint32_t n_exec;
@@ -105,6 +111,13 @@ int rg_model_weight_as(rlx_model *m, const char *name, int dtype, const rg_weigh
  * stored as bound are used in place, columns are gathered; never the whole tensor */
 int rg_model_weight_part(rlx_model *m, const char *name, int dtype, int split, int64_t lo, int64_t hi,
                          const rg_weight **out, rlx_diag *d);
+/* Is this weight (name, dtype, slice) bound already? */
+int rg_model_weight_bound(const rlx_model *m, const char *name, int dtype, int split, int64_t lo, int64_t hi);
+/* A device block of bytes the next uploads take their memory from, 256-byte aligned, in
+ * order (compile.c binds a program's weights so); when the backend refuses it, each weight
+ * gets its own allocation, as without blocks. */
+void rg_model_weight_block(rlx_model *m, size_t bytes);
+#define RG_WEIGHT_ALIGN ((size_t)256)
 /* the build's view of the model, for phase */
 rg_build_env rg_model_build_env(const rlx_model *m, int phase);
 int rg_model_weight(rlx_model *m, const char *name, const rlx_shape *expect, int optional,

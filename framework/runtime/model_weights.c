@@ -114,9 +114,31 @@ static void owned_free(rg_weight *w)
     w->in_slab = 0;
 }
 
+void rg_model_weight_block(rlx_model *m, size_t bytes)
+{
+    m->blk_cur = m->blk_end = NULL;
+    void **nb = bytes ? realloc(m->blocks, (m->n_blocks + 1) * sizeof *nb) : NULL;
+    if (!nb) return;
+    m->blocks = nb;
+    rlx_diag quiet; /* a refusal only means one allocation a weight, as without blocks */
+    rlx_diag_init(&quiet);
+    char *p = m->be->alloc(m->be_ctx, bytes, &quiet);
+    if (!p) return;
+    m->blocks[m->n_blocks++] = p;
+    m->blk_cur = p;
+    m->blk_end = p + bytes;
+}
+
 static int upload(rlx_model *m, rg_weight *w, const void *src, size_t bytes, rlx_diag *d)
 {
-    w->ptr = m->be->alloc(m->be_ctx, bytes ? bytes : 4, d);
+    size_t need = (bytes + RG_WEIGHT_ALIGN - 1) & ~(RG_WEIGHT_ALIGN - 1);
+    if (need && m->blk_cur && need <= (size_t)(m->blk_end - m->blk_cur)) {
+        w->ptr = m->blk_cur;
+        m->blk_cur += need;
+        w->in_block = 1;
+    } else {
+        w->ptr = m->be->alloc(m->be_ctx, bytes ? bytes : 4, d);
+    }
     if (!w->ptr) return d && d->code ? d->code : rlx_diag_set(d, RLX_ERR_DEVICE, "tensor %s: device allocation failed", w->name);
     w->device = 1;
     if (m->be->upload) return m->be->upload(m->be_ctx, w->ptr, src, bytes, d);
@@ -153,16 +175,29 @@ int rg_model_weight_as(rlx_model *m, const char *name, int dtype, const rg_weigh
     return rg_model_weight_part(m, name, dtype, RG_SPLIT_NONE, 0, 0, out, d);
 }
 
+static int find_bound(const rlx_model *m, const char *name, int dtype, int split, int64_t lo, int64_t hi)
+{
+    for (uint32_t i = 0; i < m->n_w; i++)
+        if (m->w[i].dtype == dtype && m->w[i].split == split && (!split || (m->w[i].lo == lo && m->w[i].hi == hi)) &&
+            strcmp(m->w[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+int rg_model_weight_bound(const rlx_model *m, const char *name, int dtype, int split, int64_t lo, int64_t hi)
+{
+    return find_bound(m, name, dtype, split, lo, hi) >= 0;
+}
+
 int rg_model_weight_part(rlx_model *m, const char *name, int dtype, int split, int64_t lo, int64_t hi,
                          const rg_weight **out, rlx_diag *d)
 {
     *out = NULL;
-    for (uint32_t i = 0; i < m->n_w; i++)
-        if (m->w[i].dtype == dtype && m->w[i].split == split && (!split || (m->w[i].lo == lo && m->w[i].hi == hi)) &&
-            strcmp(m->w[i].name, name) == 0) {
-            *out = &m->w[i];
-            return 0;
-        }
+    int at = find_bound(m, name, dtype, split, lo, hi);
+    if (at >= 0) {
+        *out = &m->w[at];
+        return 0;
+    }
     if (dtype != RLX_F32 && dtype != RLX_F16 && dtype != RLX_BF16)
         return rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "tensor %s: weights are bound as f32, f16 or bf16, not %s",
                             name, rlx_dtype_name(dtype));
@@ -215,7 +250,7 @@ int rg_model_weight_part(rlx_model *m, const char *name, int dtype, int split, i
         }
     }
     if (rc) {
-        if (w->device && w->ptr) m->be->free(m->be_ctx, w->ptr);
+        if (w->device && w->ptr && !w->in_block) m->be->free(m->be_ctx, w->ptr);
         owned_free(w);
         free(w->name);
         return rc;
@@ -250,13 +285,19 @@ int rg_model_weight(rlx_model *m, const char *name, const rlx_shape *expect, int
 void rg_model_free_weights(rlx_model *m)
 {
     for (uint32_t i = 0; i < m->n_w; i++) {
-        if (m->w[i].device && m->be && m->be->free) m->be->free(m->be_ctx, m->w[i].ptr);
+        if (m->w[i].device && !m->w[i].in_block && m->be && m->be->free) m->be->free(m->be_ctx, m->w[i].ptr);
         owned_free(&m->w[i]);
         free(m->w[i].name);
     }
     free(m->w);
     m->w = NULL;
     m->n_w = 0;
+    for (uint32_t i = 0; i < m->n_blocks; i++)
+        if (m->be && m->be->free) m->be->free(m->be_ctx, m->blocks[i]);
+    free(m->blocks);
+    m->blocks = NULL;
+    m->n_blocks = 0;
+    m->blk_cur = m->blk_end = NULL;
     if (m->slab) munmap(m->slab, m->slab_len);
     m->slab = NULL;
     m->slab_len = m->slab_used = 0;
