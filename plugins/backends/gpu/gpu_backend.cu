@@ -60,7 +60,7 @@ static constexpr gpu_op_names op_list = make_op_names();
 /* the FUSE_* groups, as the profile and diags name them */
 const char *const fuse_names[FUSE_COUNT] = {
     "", "fused add+norm", "fused gemv+swiglu", "fused gemvs", "fused rope+cache", "fused qkv+rope+cache",
-    "fused gemv+add"};
+    "fused gemv+add", "fused qkv gemm+rope+cache"};
 
 #define GPU_STAGE_BYTES ((size_t)8 << 20)
 
@@ -654,6 +654,10 @@ static int gpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
         be->late_add = !(la && strcmp(la, "0") == 0);
         const char *fs = getenv("RLX_GPU_FA_SPLIT");
         be->fa_split = !(fs && strcmp(fs, "0") == 0);
+        const char *gf = getenv("RLX_GPU_GLU_F32");
+        be->glu_f32 = gf && strcmp(gf, "1") == 0;
+        const char *qg = getenv("RLX_GPU_QKV_GEMM");
+        be->qkv_gemm = qg && strcmp(qg, "1") == 0;
         const char *nr = getenv("RLX_GPU_NORM_ROWS");
         be->norm_rows = nr && *nr ? atoi(nr) : 1;
         const char *g = getenv("RLX_GPU_GEMM");
@@ -920,10 +924,13 @@ static size_t plan_matmul(const gpu_be *be, gpu_step *st)
         return 0;
     st->a_cast = blas && st->dti[0] != wdt;
     st->c_scratch = glu || bias || (blas && ydt != RLX_F32 && ydt != wdt);
+    /* gate and up in the 16-bit dtype of the weights and the output, as the model's own
+     * bf16 run rounds them: half the scratch traffic of f32 products */
+    st->c_half = glu && blas && !be->glu_f32 && ydt == wdt && wdt != RLX_F32;
     size_t a = st->a_cast ? align256((size_t)(st->rows * st->k) * (size_t)esize(wdt)) : 0;
     st->a_off = 0;
     st->c_off = a;
-    return a + (st->c_scratch ? (size_t)(st->rows * st->n) * 4 * (glu ? 2 : 1) : 0);
+    return a + (st->c_scratch ? (glu ? 2 : 1) * align256((size_t)(st->rows * st->n) * (st->c_half ? esize(wdt) : 4)) : 0);
 }
 
 static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag *d)
@@ -1009,6 +1016,7 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
         }
     }
     x->norm_rows = be->norm_rows;
+    x->qkv_gemm = be->qkv_gemm;
     if (x->vbytes && x->root)
         pre_steps(x, prog);
     if (!x->vbytes || !x->root || (be->fuse && fuse_steps(x, prog) != 0) ||
@@ -1037,10 +1045,11 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
     }
     if (be->prof)
         fprintf(stderr, "%s profile: %s program of %u steps; %d add+norm, %d gemv+swiglu, %d gemv groups, "
-                "%d rope+cache groups, %d qkv+rope+cache groups, %d gemv+add fused; %d norms into gemvs\n",
+                "%d rope+cache groups, %d qkv+rope+cache groups, %d gemv+add fused, %d qkv gemm groups; "
+                "%d norms into gemvs\n",
                 RLX_GPU_VENDOR, x->decode ? "decode" : "prefill", x->n_steps, x->n_fused[FUSE_ADD_NORM],
                 x->n_fused[FUSE_GLU], x->n_fused[FUSE_GEMVS], x->n_fused[FUSE_ROPE_CACHE],
-                x->n_fused[FUSE_ATTN_IN], x->n_fused[FUSE_GEMV_ADD], x->n_norms);
+                x->n_fused[FUSE_ATTN_IN], x->n_fused[FUSE_GEMV_ADD], x->n_fused[FUSE_QKV_GEMM], x->n_norms);
     *out = x;
     return 0;
 }

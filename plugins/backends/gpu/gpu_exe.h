@@ -116,7 +116,7 @@ typedef struct gpu_step {
     int dti[5], dto[2]; /* dtypes of the inputs and outputs */
     /* matmuls: the skinny kernel, or the GEMM with x cast to the weight's dtype in scratch
      * at a_off and/or the f32 product in scratch at c_off (bias, SwiGLU, dtype) */
-    int gemv, a_cast, c_scratch;
+    int gemv, a_cast, c_scratch, c_half; /* c_half: a linear_swiglu's gate and up in scratch in 16 bits */
     size_t a_off, c_off;
     /* fuse_steps: the head of a group of consecutive steps runs their work in one launch
      * (fuse = FUSE_*, the absorbed steps in part) when nothing it writes overlaps what it
@@ -125,7 +125,8 @@ typedef struct gpu_step {
     int g0, g1;    /* of a head: its group is steps [g0, g1) */
     int fused_now; /* this execute: the head ran fused, its parts are skipped */
     int head;      /* of an absorbed step, else -1 */
-    int priv;      /* in a FUSE_ATTN_IN group: out[0] lives in the group's private scratch */
+    int priv;      /* in a FUSE_ATTN_IN or FUSE_QKV_GEMM group: out[0] lives in the group's
+                    * private scratch */
     int nrm;       /* of a head: the rms_norm step whose output only the group's GEMVs read
                     * (they norm x themselves; the output is never stored), else -1 */
     /* of a head with nrm: the add step whose sum that norm reads, when the add belongs to a
@@ -150,6 +151,9 @@ enum {
     FUSE_ATTN_IN,  /* decode GEMVs of one x interleaved with ropes of their products and cache
                     * writes: two launches at the last step, the products in private scratch */
     FUSE_GEMV_ADD, /* decode matmul then add of its product (a residual): one GEMV epilogue */
+    FUSE_QKV_GEMM, /* prefill GEMMs of one x interleaved with ropes of their products and cache
+                    * writes: one GEMM over the weights side by side (checked at execute) into
+                    * scratch, then one rope + cache launch reading it with a row stride */
     FUSE_COUNT
 };
 
@@ -168,6 +172,7 @@ typedef struct gpu_exe {
     int has_graph;
     int decode; /* every matmul has <= GPU_GEMV_MAX_M rows (the profile's phase) */
     int norm_rows; /* most rows whose GEMVs absorb an rms_norm (be->norm_rows) */
+    int qkv_gemm;  /* FUSE_QKV_GEMM groups allowed (be->qkv_gemm) */
     size_t *vbytes; /* each value's size, for the fusion overlap checks */
     int *root;      /* each value's storage value (aliases resolved) */
     /* FUSE_ATTN_IN groups: values moved to private scratch (fscratch + ovr_off), and the
@@ -203,6 +208,8 @@ typedef struct gpu_be {
     int norm_rows;
     int sms; /* multiprocessors: sizes the decode attention split and the prefill key groups */
     int fa_split; /* prefill attention may split a block's keys in two groups (RLX_GPU_FA_SPLIT=0: off) */
+    int glu_f32; /* a prefill linear_swiglu keeps gate and up in f32 scratch (RLX_GPU_GLU_F32=1) */
+    int qkv_gemm; /* prefill q/k/v GEMMs of one x as one (FUSE_QKV_GEMM; RLX_GPU_QKV_GEMM=1: on) */
     int *err_dev;  /* {code, value, node} */
     unsigned *sum_last; /* zero between launches: a GEMV storing an add's sum in place counts its blocks */
     int *err_host; /* pinned copy */

@@ -66,20 +66,34 @@ static int is_gemv_of(const gpu_step *o, const gpu_step *a)
            o->k == a->k && o->dti[1] == a->dti[1];
 }
 
-/* Does a FUSE_ATTN_IN group start at step i (a decode GEMV)? Returns its end (exclusive)
- * or 0. Members: 2-3 GEMVs of the same x, ropes of their products, cache writes (in
- * place) of rope outputs or products; at most GPU_RC_JOBS ropes and cache writes. */
+/* a prefill GEMM whose product one GEMM over side-by-side weights can make: no bias, x in
+ * the weights' dtype and the product written as it comes (no scratch epilogue) */
+static int plain_gemm(const gpu_step *a)
+{
+    return a->op == OP_MATMUL && !a->gemv && a->n_in == 2 && !a->a_cast && !a->c_scratch;
+}
+
+static int is_gemm_of(const gpu_step *o, const gpu_step *a)
+{
+    return plain_gemm(o) && o->in[0] == a->in[0] && o->rows == a->rows && o->k == a->k &&
+           o->dti[1] == a->dti[1] && o->dto[0] == a->dto[0];
+}
+
+/* Does a FUSE_ATTN_IN group (decode GEMVs) or a FUSE_QKV_GEMM group (prefill GEMMs) start
+ * at step i? Returns its end (exclusive) or 0. Members: 2-3 matmuls of the same x, ropes
+ * of their products, cache writes (in place) of rope outputs or products; at most
+ * GPU_RC_JOBS ropes and cache writes. */
 static int attn_in_group(const gpu_exe *x, const rlx_program *prog, int i)
 {
     const gpu_step *a = &x->steps[i];
     int n = (int)x->n_steps, nmm = 0, nrc = 0, j = i;
     (void)prog;
-    if (a->op != OP_MATMUL || !a->gemv)
+    if (a->op != OP_MATMUL || !(a->gemv || plain_gemm(a)))
         return 0;
     for (; j < n && j - i <= GPU_FUSE_PARTS; j++) {
         const gpu_step *o = &x->steps[j];
         int ok = 1;
-        if (is_gemv_of(o, a) && nmm < GPU_GEMV_SEGS) {
+        if ((a->gemv ? is_gemv_of(o, a) : is_gemm_of(o, a)) && nmm < GPU_GEMV_SEGS) {
             for (int q = 1; q < o->n_in; q++)
                 ok = ok && !made_in(x, i, j, o->in[q]);
             nmm += ok;
@@ -173,6 +187,39 @@ static int attn_in_scratch(gpu_exe *x, const rlx_program *prog, int g0, int g1)
     if (off > x->fs_bytes)
         x->fs_bytes = off;
     return 0;
+}
+
+/* The prefill group [g0, g1) from attn_in_group: its products go to scratch as one
+ * [rows, sum of n] GEMM, so nothing outside it may read them, and what its ropes and cache
+ * writes read of them must be a whole product (the value or a reshape of it). 1: it is a
+ * FUSE_QKV_GEMM group (scratch sized), 0: not. */
+static int qkv_gemm_group(gpu_exe *x, const rlx_program *prog, int g0, int g1)
+{
+    int64_t ntot = 0;
+    for (int m = g0; m < g1; m++) {
+        const gpu_step *st = &x->steps[m];
+        if (st->op != OP_MATMUL)
+            continue;
+        int r = x->root[st->out[0]], inside = 0, total = 0;
+        for (uint32_t s2 = 0; s2 < x->n_steps; s2++)
+            for (int q = 0; q < x->steps[s2].n_in; q++)
+                if (x->root[x->steps[s2].in[q]] == r) {
+                    total++;
+                    inside += (int)s2 >= g0 && (int)s2 < g1;
+                    if (x->vbytes[x->steps[s2].in[q]] != x->vbytes[r])
+                        return 0; /* a part of the product */
+                }
+        if (!movable(x, prog, r) || inside != total || r != st->out[0])
+            return 0;
+        ntot += st->n;
+    }
+    for (int m = g0; m < g1; m++)
+        x->steps[m].priv = x->steps[m].op == OP_MATMUL;
+    const gpu_step *a = &x->steps[g0];
+    size_t need = (size_t)(a->rows * ntot) * (size_t)esize(a->dto[0]);
+    if (need > x->fs_bytes)
+        x->fs_bytes = need;
+    return 1;
 }
 
 /* Gate and up GEMVs of one x then swiglu of their products (nothing else reads them)? */
@@ -331,6 +378,23 @@ int fuse_steps(gpu_exe *x, const rlx_program *prog)
         }
         gpu_step *a = &x->steps[i];
         int np = 0, j1 = attn_in_group(x, prog, i);
+        if (j1 > 0 && !a->gemv) { /* prefill: one GEMM when the group's products allow */
+            if (nrm < 0 && x->qkv_gemm && qkv_gemm_group(x, prog, i, j1)) {
+                gpu_step *h = &x->steps[j1 - 1]; /* runs at the last step, as FUSE_ATTN_IN */
+                h->fuse = FUSE_QKV_GEMM;
+                h->g0 = i;
+                h->g1 = j1;
+                h->n_part = 0;
+                for (int m = i; m < j1 - 1; m++) {
+                    h->part[h->n_part++] = m;
+                    x->steps[m].head = j1 - 1;
+                }
+                x->n_fused[FUSE_QKV_GEMM]++;
+                i = j1 - 1;
+                continue;
+            }
+            j1 = 0;
+        }
         if (j1 > 0) {
             if (attn_in_scratch(x, prog, i, j1) != 0) {
                 free(uses);

@@ -63,6 +63,7 @@ typedef struct gpu_rc_job {
     int64_t T, nh, d, rot, S;
     int node;
     int early; /* rpos and inv_freq are fixed before the step: angles before the wait */
+    int64_t xld; /* elements between x's rows (a column range of a wider product); 0: nh * d */
 } gpu_rc_job;
 typedef struct gpu_rc_jobs {
     gpu_rc_job j[GPU_RC_JOBS];
@@ -93,8 +94,9 @@ void gpu_rms_norm(gpuStream_t s, gpu_ten a, gpu_ten b, gpu_ten w, gpu_ten sum_ou
 void gpu_layer_norm(gpuStream_t s, gpu_ten x, gpu_ten w, gpu_ten b, gpu_ten y, int64_t rows,
                     int64_t H, float eps);
 void gpu_softmax(gpuStream_t s, gpu_ten x, gpu_ten y, int64_t rows, int64_t n);
+/* xld: elements between x's rows (a column range of a wider product); 0: nh * d */
 void gpu_rope(gpuStream_t s, gpu_ten x, const int32_t *pos, gpu_ten inv_freq, gpu_ten y,
-              int64_t T, int64_t nh, int64_t d, int64_t rot);
+              int64_t T, int64_t nh, int64_t d, int64_t rot, int64_t xld);
 
 typedef struct gpu_attn {
     gpu_ten q, k, v, mask; /* mask.p may be NULL */

@@ -43,13 +43,14 @@ static int run_matmul(gpu_be *be, gpu_exe *x, const gpu_step *st, void *const *v
         gpu_cast_t(s, a, ac, st->rows * st->k);
         a = ac;
     }
-    int b_nk = st->op != OP_MATMUL_NN;
-    gpu_ten c = st->c_scratch ? gpu_ten{x->scratch + st->c_off, GDT_F32} : y;
+    int b_nk = st->op != OP_MATMUL_NN, cdt = st->c_half ? w.dt : GDT_F32;
+    gpu_ten c = st->c_scratch ? gpu_ten{x->scratch + st->c_off, cdt} : y;
     int rc = run_gemm(be, st, b_nk, a, w, c, err, errlen);
     if (rc || !st->c_scratch)
         return rc;
-    if (glu) {
-        gpu_ten up = {x->scratch + st->c_off + (size_t)(st->rows * st->n) * 4, GDT_F32};
+    if (glu) { /* up beside gate (plan_matmul's two 256-byte aligned halves) */
+        size_t half = ((size_t)(st->rows * st->n) * (size_t)esize(cdt) + 255) & ~(size_t)255;
+        gpu_ten up = {x->scratch + st->c_off + half, cdt};
         rc = run_gemm(be, st, 1, a, third, up, err, errlen);
         if (!rc)
             gpu_binary_t(s, GB_SWIGLU, c, up, y, st->rows * st->n, st->rows * st->n);
@@ -119,20 +120,64 @@ static int fuse_safe_from(const gpu_exe *x, const gpu_step *h, void *const *vp, 
     return 1;
 }
 
+/* a FUSE_QKV_GEMM group's weights, in its order, each right after the one before: one
+ * [sum of n, k] matrix (the core binds a program's weights side by side in node order) */
+static int weights_side_by_side(const gpu_exe *x, const gpu_step *h, void *const *vp)
+{
+    const char *next = NULL;
+    for (int m = h->g0; m < h->g1; m++) {
+        const gpu_step *st = &x->steps[m];
+        if (st->op != OP_MATMUL)
+            continue;
+        const char *w = (const char *)vp[st->in[1]];
+        if (next && w != next)
+            return 0;
+        next = w + (size_t)(st->n * st->k) * (size_t)esize(st->dti[1]);
+    }
+    return 1;
+}
+
 static int fuse_safe(const gpu_exe *x, const gpu_step *h, void *const *vp)
 {
+    if (h->fuse == FUSE_QKV_GEMM && !weights_side_by_side(x, h, vp))
+        return 0;
     return fuse_safe_from(x, h, vp, h->g0);
 }
 
-/* the ropes and cache writes of group [h->g0, h->g1) in one launch (other steps skipped) */
-static void run_rope_cache(gpu_be *be, const gpu_exe *x, const gpu_step *h, void *const *vp)
+/* In a FUSE_QKV_GEMM group, where value v (a product of the group, or its reshape) lies in
+ * the GEMM's scratch: *xld its row stride; else v's own bytes, rows packed */
+static gpu_ten qkv_part(const gpu_exe *x, const gpu_step *h, void *const *vp, int v, int dt, int64_t *xld)
+{
+    *xld = 0;
+    if (h->fuse != FUSE_QKV_GEMM)
+        return gpu_ten{vp[v], dt};
+    int64_t col = 0, ntot = 0, at = -1;
+    for (int m = h->g0; m < h->g1; m++) {
+        const gpu_step *st = &x->steps[m];
+        if (st->op != OP_MATMUL)
+            continue;
+        if (x->root[v] == st->out[0])
+            at = col;
+        col += st->n;
+        ntot = col;
+    }
+    if (at < 0)
+        return gpu_ten{vp[v], dt};
+    *xld = ntot;
+    return gpu_ten{x->fscratch + (size_t)at * (size_t)esize(dt), dt};
+}
+
+/* the ropes and cache writes of group [h->g0, h->g1) in one launch (other steps skipped);
+ * without ropes (they ran before) every cache write is a copy job */
+static void run_rope_cache(gpu_be *be, const gpu_exe *x, const gpu_step *h, void *const *vp, int ropes = 1)
 {
     const gpu_ten none = {NULL, GDT_F32};
     gpu_rc_job jb[GPU_RC_JOBS];
+    int64_t xld = 0;
     int nj = 0, of[GPU_RC_JOBS]; /* the job of each rope step (by its output value) */
     for (int m = h->g0; m < h->g1 && nj < GPU_RC_JOBS; m++) {
         const gpu_step *st = &x->steps[m];
-        if (st->op != OP_ROPE && st->op != OP_CACHE_WRITE)
+        if ((st->op != OP_ROPE || !ropes) && st->op != OP_CACHE_WRITE)
             continue;
         gpu_rc_job *r = NULL;
         if (st->op == OP_CACHE_WRITE)
@@ -145,12 +190,14 @@ static void run_rope_cache(gpu_be *be, const gpu_exe *x, const gpu_step *h, void
             of[nj++] = st->op == OP_ROPE ? st->out[0] : -1;
         }
         if (st->op == OP_ROPE) {
-            *r = gpu_rc_job{tin(st, vp, 0), tout(st, vp, 0), tin(st, vp, 2), none,
+            gpu_ten xs = qkv_part(x, h, vp, st->in[0], st->dti[0], &xld);
+            *r = gpu_rc_job{xs, tout(st, vp, 0), tin(st, vp, 2), none,
                             (const int32_t *)vp[st->in[1]], NULL, st->rows, st->nb, st->n, st->k, 0, st->node,
-                            st->pre};
+                            st->pre, xld};
         } else {
             if (!r->inv_freq.p) { /* a copy job: rows of x */
-                r->x = tin(st, vp, 1);
+                r->x = qkv_part(x, h, vp, st->in[1], st->dti[1], &xld);
+                r->xld = xld;
                 r->T = st->nb;
                 r->nh = 1;
                 r->d = st->n;
@@ -201,8 +248,9 @@ static void norm_gemvs(gpuStream_t s, const gpu_exe *x, int j0, int j1, gpu_ten 
 }
 
 /* the group of head h in one launch (fuse_safe said it may) */
-static void run_fused(gpu_be *be, gpu_exe *x, const gpu_step *h, void *const *vp)
+static int run_fused(gpu_be *be, gpu_exe *x, const gpu_step *h, void *const *vp, char *err, size_t errlen)
 {
+    int rc = 0;
     gpuStream_t s = be->stream;
     const gpu_ten none = {NULL, GDT_F32};
     const gpu_step *nm = h->nrm >= 0 ? &x->steps[h->nrm] : NULL;
@@ -241,6 +289,25 @@ static void run_fused(gpu_be *be, gpu_exe *x, const gpu_step *h, void *const *vp
     case FUSE_ROPE_CACHE:
         run_rope_cache(be, x, h, vp);
         break;
+    case FUSE_QKV_GEMM: { /* one GEMM over the side-by-side weights into scratch, then the ropes and caches */
+        gpu_step g = x->steps[h->g0];
+        for (int m = h->g0 + 1; m < h->g1; m++)
+            if (x->steps[m].op == OP_MATMUL)
+                g.n += x->steps[m].n;
+        rc = run_gemm(be, &g, 1, tin(&g, vp, 0), tin(&g, vp, 1), gpu_ten{x->fscratch, g.dto[0]}, err, errlen);
+        /* many rows: each rope as k_rope_tok (a token's angles once, not an element's), then
+         * the cache writes as copies */
+        for (int m = h->g0; m < h->g1 && !rc; m++) {
+            const gpu_step *st = &x->steps[m];
+            int64_t xld = 0;
+            if (st->op == OP_ROPE)
+                gpu_rope(s, qkv_part(x, h, vp, st->in[0], st->dti[0], &xld), (const int32_t *)vp[st->in[1]],
+                         tin(st, vp, 2), tout(st, vp, 0), st->rows, st->nb, st->n, st->k, xld);
+        }
+        if (!rc)
+            run_rope_cache(be, x, h, vp, 0);
+        break;
+    }
     case FUSE_ATTN_IN: { /* the products (private ones in scratch: vp2), then ropes and caches */
         gpu_gemv_seg sg[GPU_GEMV_SEGS];
         const gpu_step *first = NULL;
@@ -258,6 +325,7 @@ static void run_fused(gpu_be *be, gpu_exe *x, const gpu_step *h, void *const *vp
         break;
     }
     }
+    return rc;
 }
 
 /* Enqueues one step; 0 or a diag naming the op, the node and the error text. */
@@ -323,7 +391,7 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
         gpu_layer_norm(s, TI(0), TI(1), TI(2), TO(0), st->rows, st->n, st->f0);
         break;
     case OP_ROPE:
-        gpu_rope(s, TI(0), (const int32_t *)b, TI(2), TO(0), st->rows, st->nb, st->n, st->k);
+        gpu_rope(s, TI(0), (const int32_t *)b, TI(2), TO(0), st->rows, st->nb, st->n, st->k, 0);
         break;
     case OP_ATTENTION: {
         gpu_attn at = st->attn;
@@ -465,9 +533,14 @@ static int enqueue_all(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
             (void)gpuEventRecord(pf->e0, be->stream);
         int rc = 0;
         if (st->fused_now) {
-            run_fused(be, x, st, vp);
+            char err[384] = "";
+            rc = run_fused(be, x, st, vp, err, sizeof err);
             gpuError_t e = gpuGetLastError();
-            if (e != gpuSuccess) {
+            if (rc) {
+                set_diag(d, RLX_ERR_DEVICE, "%s (node %d, %s): %s", op_defs[st->op].name, st->node,
+                         fuse_names[st->fuse], err);
+                rc = RLX_ERR_DEVICE;
+            } else if (e != gpuSuccess) {
                 set_diag(d, RLX_ERR_DEVICE, "%s (node %d, %s): %s", op_defs[st->op].name, st->node,
                          fuse_names[st->fuse], gpuGetErrorString(e));
                 rc = RLX_ERR_DEVICE;

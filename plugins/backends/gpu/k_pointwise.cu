@@ -205,7 +205,8 @@ void gpu_cache_write(gpuStream_t s, void *cache, const void *x, const int32_t *p
 
 /* Rope and cache writes of one attention step in one launch (blockIdx.y picks the job):
  * a rope job rotates x into y (as k_rope) and, with a cache, stores the same values in rows
- * cpos[0].. of the cache; a copy job (no inv_freq) only writes x into the cache. */
+ * cpos[0].. of the cache; a copy job (no inv_freq) only writes x into the cache. x's rows
+ * may be xld apart (a column range of the q/k/v GEMM's product). */
 /* the rotation of element i (< rot/2) of job j's row t: the same double arithmetic before
  * and after the wait, so both give the same bits */
 __device__ static void rc_angle(const gpu_rc_job &j, int64_t t, int64_t i, double *sn, double *cs)
@@ -245,12 +246,13 @@ __global__ static void k_rope_cache(gpu_rc_jobs jb, int *err)
         if (!j.inv_freq.p)
             return;
     }
+    const int64_t xpad = j.xld ? j.xld - j.nh * d : 0; /* x's row stride past its nh * d */
     GRID_STRIDE(e, n)
     {
         float v;
-        int64_t c = e % d, t = e / (j.nh * d), row = e - c;
+        int64_t c = e % d, t = e / (j.nh * d), xe = e + t * xpad, row = xe - c;
         if (!j.inv_freq.p || c >= 2 * half) {
-            v = ldt(j.x, e);
+            v = ldt(j.x, xe);
         } else {
             int64_t i = c < half ? c : c - half;
             double sn = sn0, cs = cs0;

@@ -297,10 +297,10 @@ __device__ __forceinline__ static void rope_pair(double x1, double x2, double cs
 
 template <int DT, bool VEC>
 __global__ static void k_rope_tok(gpu_ten x, const int32_t *pos, gpu_ten inv_freq, gpu_ten y,
-                                  int64_t nh, int64_t d, int64_t half)
+                                  int64_t nh, int64_t d, int64_t half, int64_t xs)
 {
     __shared__ double cs_s[RP_CHUNK], sn_s[RP_CHUNK];
-    const int64_t tb = (int64_t)blockIdx.x * nh * d;
+    const int64_t tb = (int64_t)blockIdx.x * nh * d, xo = (int64_t)blockIdx.x * xs - tb; /* x's row - y's */
     const double p = (double)pos[blockIdx.x];
     constexpr int P = VEC ? 8 : 1; /* pairs a thread */
     for (int64_t c0 = 0; c0 < half; c0 += RP_CHUNK) {
@@ -315,11 +315,11 @@ __global__ static void k_rope_tok(gpu_ten x, const int32_t *pos, gpu_ten inv_fre
             i0 = (int)(q - h * cg) * P;
             e = tb + h * d + c0 + i0;
             if (VEC) {
-                lo = pk8_load<VEC ? DT : GDT_F32>(x.p, e);
-                hi = pk8_load<VEC ? DT : GDT_F32>(x.p, e + half);
+                lo = pk8_load<VEC ? DT : GDT_F32>(x.p, xo + e);
+                hi = pk8_load<VEC ? DT : GDT_F32>(x.p, xo + e + half);
             } else {
-                x1[0] = ldt(x, e);
-                x2[0] = ldt(x, e + half);
+                x1[0] = ldt(x, xo + e);
+                x2[0] = ldt(x, xo + e + half);
             }
         };
         if (q < items)
@@ -356,26 +356,26 @@ __global__ static void k_rope_tok(gpu_ten x, const int32_t *pos, gpu_ten inv_fre
     const int64_t rest = d - 2 * half; /* past the rotated part: copied */
     for (int64_t q = threadIdx.x; q < nh * rest; q += blockDim.x) {
         int64_t h = q / rest, e = tb + h * d + 2 * half + (q - h * rest);
-        stt(y, e, ldt(x, e));
+        stt(y, e, ldt(x, xo + e));
     }
 }
 
 void gpu_rope(gpuStream_t s, gpu_ten x, const int32_t *pos, gpu_ten inv_freq, gpu_ten y,
-              int64_t T, int64_t nh, int64_t d, int64_t rot)
+              int64_t T, int64_t nh, int64_t d, int64_t rot, int64_t xld)
 {
     if (T <= 0)
         return;
-    const int64_t half = rot / 2, hc = half < RP_CHUNK ? half : RP_CHUNK;
+    const int64_t half = rot / 2, hc = half < RP_CHUNK ? half : RP_CHUNK, xs = xld ? xld : nh * d;
     const int dt = x.dt;
-    bool vec = half % 8 == 0 && d % 8 == 0 && y.dt == dt && is_float_dt(dt) && al16(x.p) &&
+    bool vec = half % 8 == 0 && d % 8 == 0 && xs % 8 == 0 && y.dt == dt && is_float_dt(dt) && al16(x.p) &&
                al16(y.p);
     int64_t items = nh * (vec ? hc / 8 : hc), rest = nh * (d - 2 * half);
     int64_t most = items > rest ? items : rest, nt = (most + 31) / 32 * 32;
     unsigned bt = (unsigned)(nt < 32 ? 32 : nt > RP_THREADS ? RP_THREADS : nt);
-    void (*k)(gpu_ten, const int32_t *, gpu_ten, gpu_ten, int64_t, int64_t, int64_t) =
+    void (*k)(gpu_ten, const int32_t *, gpu_ten, gpu_ten, int64_t, int64_t, int64_t, int64_t) =
         !vec                ? k_rope_tok<GDT_F32, false>
         : dt == GDT_BF16    ? k_rope_tok<GDT_BF16, true>
         : dt == GDT_F16     ? k_rope_tok<GDT_F16, true>
                             : k_rope_tok<GDT_F32, true>;
-    RLX_LAUNCH(k, (unsigned)T, bt, 0, s)(x, pos, inv_freq, y, nh, d, half);
+    RLX_LAUNCH(k, (unsigned)T, bt, 0, s)(x, pos, inv_freq, y, nh, d, half, xs);
 }
