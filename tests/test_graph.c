@@ -54,13 +54,13 @@ static rlx_flow *flow_x(int64_t H)
     return f;
 }
 
-static rlx_model *model(rlx_flow *f, const char *const *ops, const char *policy, const rlx_profile *pr,
-                        const rlx_weights *w)
+static rlx_model *model_on(const rlx_backend *be, rlx_flow *f, const char *policy, const rlx_profile *pr,
+                           const rlx_weights *w)
 {
     rlx_model_spec spec;
     memset(&spec, 0, sizeof spec);
     spec.prefill = f;
-    spec.backend = fake_backend(ops);
+    spec.backend = be;
     spec.profile = pr;
     spec.weights = w;
     rlx_model_options o;
@@ -71,6 +71,12 @@ static rlx_model *model(rlx_flow *f, const char *const *ops, const char *policy,
     rlx_diag_init(&d);
     ck_assert_msg(rlx_model_from_flow(&spec, &o, &m, &d) == 0, "%s", d.msg);
     return m;
+}
+
+static rlx_model *model(rlx_flow *f, const char *const *ops, const char *policy, const rlx_profile *pr,
+                        const rlx_weights *w)
+{
+    return model_on(fake_backend(ops), f, policy, pr, w);
 }
 
 /* compile the prefill graph for T; returns the status, message in d */
@@ -687,16 +693,7 @@ START_TEST(device_weights_side_by_side_in_node_order)
 
     rlx_flow *f = flow_x(4);
     rlx_flow_custom(f, "qkv", emit_qkv, NULL);
-    rlx_model_spec spec;
-    memset(&spec, 0, sizeof spec);
-    spec.prefill = f;
-    spec.backend = fake_device_backend(ALL_OPS);
-    spec.weights = w;
-    rlx_model_options o;
-    rlx_model_options_init(&o);
-    o.policy = "direct";
-    rlx_model *m = NULL;
-    ck_assert_msg(rlx_model_from_flow(&spec, &o, &m, &d) == 0, "%s", d.msg);
+    rlx_model *m = model_on(fake_device_backend(ALL_OPS), f, "direct", NULL, w);
     ck_assert_msg(compile(m, 2, &d) == 0, "%s", d.msg);
     /* three uploads (q once), each 256-byte aligned right after the one before, in one
      * allocation of exactly their padded sizes */

@@ -160,6 +160,23 @@ int movable(const gpu_exe *x, const rlx_program *prog, int r)
     return 1;
 }
 
+/* Does every step that reads root r's bytes lie in [g0, g1)? *whole (if asked): 0 when one
+ * of them reads a part of them (a value of another size) */
+static int read_only_in(const gpu_exe *x, int r, int g0, int g1, int *whole)
+{
+    for (uint32_t s2 = 0; s2 < x->n_steps; s2++)
+        for (int q = 0; q < x->steps[s2].n_in; q++) {
+            int v = x->steps[s2].in[q];
+            if (x->root[v] != r)
+                continue;
+            if ((int)s2 < g0 || (int)s2 >= g1)
+                return 0;
+            if (whole && x->vbytes[v] != x->vbytes[r])
+                *whole = 0;
+        }
+    return 1;
+}
+
 /* Products and rope outputs of the group [g0, g1) that nothing outside it reads move to
  * private scratch (the group runs at its last step: in their arena bytes the schedule
  * may keep other values meanwhile); the rest are written where the arena put them. */
@@ -170,14 +187,8 @@ static int attn_in_scratch(gpu_exe *x, const rlx_program *prog, int g0, int g1)
         gpu_step *st = &x->steps[m];
         if (st->op == OP_CACHE_WRITE)
             continue;
-        int r = x->root[st->out[0]], inside = 0, total = 0;
-        for (uint32_t s2 = 0; s2 < x->n_steps; s2++)
-            for (int q = 0; q < x->steps[s2].n_in; q++)
-                if (x->root[x->steps[s2].in[q]] == r) {
-                    total++;
-                    inside += (int)s2 >= g0 && (int)s2 < g1;
-                }
-        st->priv = movable(x, prog, r) && inside == total;
+        int r = x->root[st->out[0]];
+        st->priv = movable(x, prog, r) && read_only_in(x, r, g0, g1, NULL);
         if (!st->priv)
             continue;
         if (move_root(x, prog, r, off, &x->ovr_v, &x->ovr_off, &x->n_ovr))
@@ -200,16 +211,8 @@ static int qkv_gemm_group(gpu_exe *x, const rlx_program *prog, int g0, int g1)
         const gpu_step *st = &x->steps[m];
         if (st->op != OP_MATMUL)
             continue;
-        int r = x->root[st->out[0]], inside = 0, total = 0;
-        for (uint32_t s2 = 0; s2 < x->n_steps; s2++)
-            for (int q = 0; q < x->steps[s2].n_in; q++)
-                if (x->root[x->steps[s2].in[q]] == r) {
-                    total++;
-                    inside += (int)s2 >= g0 && (int)s2 < g1;
-                    if (x->vbytes[x->steps[s2].in[q]] != x->vbytes[r])
-                        return 0; /* a part of the product */
-                }
-        if (!movable(x, prog, r) || inside != total || r != st->out[0])
+        int r = x->root[st->out[0]], whole = 1;
+        if (!movable(x, prog, r) || !read_only_in(x, r, g0, g1, &whole) || !whole || r != st->out[0])
             return 0;
         ntot += st->n;
     }
