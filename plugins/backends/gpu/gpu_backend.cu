@@ -909,8 +909,6 @@ static int gpu_supports_op(const rlx_node_desc *node, const rlx_value_desc *valu
     return step_build(node, 0, values, n, &st, NULL) == 0;
 }
 
-static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
-
 /* How a matmul step runs, and the scratch bytes it needs. cuBLAS takes A and B in one
  * dtype and C in f32 or that dtype: x is cast to the weight's dtype when they differ; the
  * own kernels read any mix. The product goes through f32 scratch when an epilogue (bias,

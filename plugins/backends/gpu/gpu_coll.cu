@@ -41,7 +41,7 @@ int coll_window_plan(gpu_exe *x, const rlx_program *prog)
                 continue;
             rs[nr++] = cand[c];
             rc = move_root(x, prog, cand[c], x->win_bytes, &x->win_v, &x->win_off, &x->n_win);
-            x->win_bytes += (x->vbytes[cand[c]] + 255) & ~(size_t)255;
+            x->win_bytes += align256(x->vbytes[cand[c]]);
         }
     }
     /* own bytes per buffer grow with the rows: a long prefill would take gigabytes */

@@ -22,6 +22,9 @@ enum gpu_op {
     OP_COUNT
 };
 
+/* scratch and window offsets: 256-byte aligned, as cudaMalloc's */
+static inline size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
 /* a matmul step: run_matmul's (cuBLAS, the own GEMM or the skinny GEMV) */
 static inline int op_is_matmul(int op)
 {

@@ -193,7 +193,7 @@ static int attn_in_scratch(gpu_exe *x, const rlx_program *prog, int g0, int g1)
             continue;
         if (move_root(x, prog, r, off, &x->ovr_v, &x->ovr_off, &x->n_ovr))
             return -1;
-        off += (x->vbytes[r] + 255) & ~(size_t)255;
+        off += align256(x->vbytes[r]);
     }
     if (off > x->fs_bytes)
         x->fs_bytes = off;

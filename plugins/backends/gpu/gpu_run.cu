@@ -49,8 +49,7 @@ static int run_matmul(gpu_be *be, gpu_exe *x, const gpu_step *st, void *const *v
     if (rc || !st->c_scratch)
         return rc;
     if (glu) { /* up beside gate (plan_matmul's two 256-byte aligned halves) */
-        size_t half = ((size_t)(st->rows * st->n) * (size_t)esize(cdt) + 255) & ~(size_t)255;
-        gpu_ten up = {x->scratch + st->c_off + half, cdt};
+        gpu_ten up = {x->scratch + st->c_off + align256((size_t)(st->rows * st->n) * (size_t)esize(cdt)), cdt};
         rc = run_gemm(be, st, 1, a, third, up, err, errlen);
         if (!rc)
             gpu_binary_t(s, GB_SWIGLU, c, up, y, st->rows * st->n, st->rows * st->n);
@@ -144,6 +143,23 @@ static int fuse_safe(const gpu_exe *x, const gpu_step *h, void *const *vp)
     return fuse_safe_from(x, h, vp, h->g0);
 }
 
+/* The columns of a FUSE_QKV_GEMM group's one GEMM (the sum of its matmuls' n), and in *at
+ * the first column of value v's product (v a product or its reshape), -1 when v is none */
+static int64_t qkv_cols(const gpu_exe *x, const gpu_step *h, int v, int64_t *at)
+{
+    int64_t col = 0;
+    *at = -1;
+    for (int m = h->g0; m < h->g1; m++) {
+        const gpu_step *st = &x->steps[m];
+        if (st->op != OP_MATMUL)
+            continue;
+        if (v >= 0 && x->root[v] == st->out[0])
+            *at = col;
+        col += st->n;
+    }
+    return col;
+}
+
 /* In a FUSE_QKV_GEMM group, where value v (a product of the group, or its reshape) lies in
  * the GEMM's scratch: *xld its row stride; else v's own bytes, rows packed */
 static gpu_ten qkv_part(const gpu_exe *x, const gpu_step *h, void *const *vp, int v, int dt, int64_t *xld)
@@ -151,16 +167,7 @@ static gpu_ten qkv_part(const gpu_exe *x, const gpu_step *h, void *const *vp, in
     *xld = 0;
     if (h->fuse != FUSE_QKV_GEMM)
         return gpu_ten{vp[v], dt};
-    int64_t col = 0, ntot = 0, at = -1;
-    for (int m = h->g0; m < h->g1; m++) {
-        const gpu_step *st = &x->steps[m];
-        if (st->op != OP_MATMUL)
-            continue;
-        if (x->root[v] == st->out[0])
-            at = col;
-        col += st->n;
-        ntot = col;
-    }
+    int64_t at, ntot = qkv_cols(x, h, v, &at);
     if (at < 0)
         return gpu_ten{vp[v], dt};
     *xld = ntot;
@@ -291,9 +298,8 @@ static int run_fused(gpu_be *be, gpu_exe *x, const gpu_step *h, void *const *vp,
         break;
     case FUSE_QKV_GEMM: { /* one GEMM over the side-by-side weights into scratch, then the ropes and caches */
         gpu_step g = x->steps[h->g0];
-        for (int m = h->g0 + 1; m < h->g1; m++)
-            if (x->steps[m].op == OP_MATMUL)
-                g.n += x->steps[m].n;
+        int64_t at;
+        g.n = qkv_cols(x, h, -1, &at);
         rc = run_gemm(be, &g, 1, tin(&g, vp, 0), tin(&g, vp, 1), gpu_ten{x->fscratch, g.dto[0]}, err, errlen);
         /* many rows: each rope as k_rope_tok (a token's angles once, not an element's), then
          * the cache writes as copies */
