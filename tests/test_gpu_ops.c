@@ -1232,8 +1232,10 @@ typedef struct pnode {
 } pnode;
 
 /* Runs nodes over values t (kind[k]: RLX_VALUE_*; share[k] >= 0: value k is stored in value
- * share[k]'s buffer, a cache written in place), twice as run_node does, and downloads every
- * value that is not an input. The backend may run consecutive nodes as one launch. */
+ * share[k]'s buffer, a cache written in place; share[k] = -2 - j: right after value j's
+ * bytes, in j's allocation, as the core binds weights side by side), twice as run_node
+ * does, and downloads every value that is not an input. The backend may run consecutive
+ * nodes as one launch. */
 static int run_prog(gpu *g, tens *t, const int *kind, const int *share, int nv, const pnode *nodes,
                     int nn, rlx_diag *d)
 {
@@ -1259,21 +1261,36 @@ static int run_prog(gpu *g, tens *t, const int *kind, const int *share, int nv, 
     void *exe = NULL;
     if ((rc = g->b->compile(g->be, &prog, &exe, d)) != 0)
         return rc;
+    size_t after[24] = {0}; /* bytes of the values placed right after value k */
     for (int k = 0; k < nv; k++) {
-        if (share[k] >= 0) {
-            ptrs[k] = ptrs[share[k]];
-            continue;
-        }
-        if (!(ptrs[k] = g->b->alloc(g->be, tbytes(&t[k]), d))) {
-            fprintf(stderr, "alloc failed: %s\n", d->msg);
-            exit(1);
-        }
-        if (kind[k] == RLX_VALUE_INPUT && (rc = g->b->upload(g->be, ptrs[k], tdata(&t[k]), tbytes(&t[k]), d)))
-            break;
+        int j = k;
+        while (share[j] <= -2)
+            j = -2 - share[j];
+        if (j != k)
+            after[j] += tbytes(&t[k]);
     }
+    memset(ptrs, 0, sizeof ptrs);
+    for (int pass = 0; pass < nv && !rc; pass++) /* a value once the one it follows is placed */
+        for (int k = 0; k < nv && !rc; k++) {
+            int j = share[k] >= 0 ? share[k] : share[k] <= -2 ? -2 - share[k] : -1;
+            if (ptrs[k] || (j >= 0 && !ptrs[j]))
+                continue;
+            if (share[k] >= 0) { /* the same bytes */
+                ptrs[k] = ptrs[j];
+                continue;
+            }
+            if (j >= 0) {
+                ptrs[k] = (char *)ptrs[j] + tbytes(&t[j]);
+            } else if (!(ptrs[k] = g->b->alloc(g->be, tbytes(&t[k]) + after[k], d))) {
+                fprintf(stderr, "alloc failed: %s\n", d->msg);
+                exit(1);
+            }
+            if (kind[k] == RLX_VALUE_INPUT)
+                rc = g->b->upload(g->be, ptrs[k], tdata(&t[k]), tbytes(&t[k]), d);
+        }
     for (int rep = 0; rep < 2 && !rc; rep++) {
         for (int k = 0; k < nv && !rc; k++) {
-            if (kind[k] == RLX_VALUE_INPUT || share[k] >= 0)
+            if (kind[k] == RLX_VALUE_INPUT || share[k] != -1)
                 continue;
             void *poison = malloc(tbytes(&t[k]) + 4);
             memset(poison, 0xff, tbytes(&t[k]) + 4);
@@ -1293,7 +1310,7 @@ static int run_prog(gpu *g, tens *t, const int *kind, const int *share, int nv, 
             t[k].f[e] = half_val(t[k].dtype, t[k].h[e]);
     }
     for (int k = 0; k < nv; k++)
-        if (share[k] < 0)
+        if (share[k] == -1 && ptrs[k])
             g->b->free(g->be, ptrs[k]);
     g->b->release(g->be, exe);
     return rc;
@@ -1829,40 +1846,46 @@ static void fused_rope_cache(gpu *g, int dt, int32_t at)
     free(rv);
 }
 
-/* The decode schedule's order: q, rope q, k, rope k, v, cache writes (the last two fuse).
- * clobber: k's product is stored where q's was (dead after rope q, as the arena plans it):
- * a backend that ran k's product before q's rope would overwrite q. norm: x is the
- * rms_norm of an input (the layer's input norm, which the GEMVs then compute). attn: the
- * attention of the new row over the caches follows (a backend may rope q and store the new
- * row in the attention's launch); its output is checked too. */
-static void fused_decode_attn_inputs(gpu *g, int dt, int clobber, int norm, int attn)
+/* The attention inputs of T rows in the schedule's order: q, rope q, k, rope k, v, cache
+ * writes (one row: decode's GEMVs, the last two fuse; more than GPU_GEMV_MAX_M rows: a
+ * prefill, whose q/k/v may run as one GEMM over weights side by side, the ropes reading its
+ * columns). clobber: k's product is stored where q's was (dead after rope q, as the arena
+ * plans it): a backend that ran k's product before q's rope would overwrite q. norm: x is
+ * the rms_norm of an input (the layer's input norm, which the GEMVs then compute). attn:
+ * the attention of the new rows over the caches follows (a backend may rope q and store the
+ * new row in the attention's launch); its output is checked too. side: wq, wk, wv one after
+ * the other, as the core binds a program's weights; else wq, wv, wk (no q/k/v matrix). */
+static void attn_inputs_case(gpu *g, int dt, int64_t T, int clobber, int norm, int attn, int side)
 {
-    const int64_t K = 64, nh = 4, nkv = 2, d = 16, S = 8;
+    const int64_t K = 64, nh = 4, nkv = 2, d = 16, S = T + 8;
     const int32_t at = 3;
     enum { X, WQ, WK, WV, POS, INV, KC, VC, QM, QR, KM, KR, VM, KO, VO, XS, XG, AO, NV };
-    tens t[NV] = {rand_t(dt, 2, 1, K, 0, 1), rand_t(dt, 2, nh * d, K, 0, 0.5),
+    tens t[NV] = {rand_t(dt, 2, T, K, 0, 1), rand_t(dt, 2, nh * d, K, 0, 0.5),
                   rand_t(dt, 2, nkv * d, K, 0, 0.5), rand_t(dt, 2, nkv * d, K, 0, 0.5),
-                  mk(RLX_I32, 1, 1, 0, 0), mk(RLX_F32, 1, d / 2, 0, 0), rand_t(dt, 3, S, nkv, d, 1),
-                  rand_t(dt, 3, S, nkv, d, 1), mk(dt, 3, 1, nh, d), mk(dt, 3, 1, nh, d),
-                  mk(dt, 3, 1, nkv, d), mk(dt, 3, 1, nkv, d), mk(dt, 3, 1, nkv, d),
-                  mk(dt, 3, S, nkv, d), mk(dt, 3, S, nkv, d), rand_t(dt, 2, 1, K, 0, 3),
-                  rand_t(dt, 1, K, 0, 0, 1), mk(dt, 3, 1, nh, d)};
+                  mk(RLX_I32, 1, T, 0, 0), mk(RLX_F32, 1, d / 2, 0, 0), rand_t(dt, 3, S, nkv, d, 1),
+                  rand_t(dt, 3, S, nkv, d, 1), mk(dt, 3, T, nh, d), mk(dt, 3, T, nh, d),
+                  mk(dt, 3, T, nkv, d), mk(dt, 3, T, nkv, d), mk(dt, 3, T, nkv, d),
+                  mk(dt, 3, S, nkv, d), mk(dt, 3, S, nkv, d), rand_t(dt, 2, T, K, 0, 3),
+                  rand_t(dt, 1, K, 0, 0, 1), mk(dt, 3, T, nh, d)};
     int kind[NV], share[NV];
     for (int k = 0; k < NV; k++) {
         kind[k] = k < QM || (k >= XS && k < AO) ? RLX_VALUE_INPUT
                   : k == QR || k == KO || k == VO || k == AO ? RLX_VALUE_OUTPUT : RLX_VALUE_TEMP;
         share[k] = k == KO ? KC : k == VO ? VC : k == KM && clobber ? QM : -1;
     }
+    share[side ? WK : WV] = -2 - WQ; /* one allocation: q, k, v, or q, v, k (not one matrix) */
+    share[side ? WV : WK] = -2 - (side ? WK : WV);
     rlx_attr eps = RLX_ATTR_F("eps", 1e-5);
     if (norm) { /* x in dt, made by the norm */
         kind[X] = RLX_VALUE_TEMP;
         tfree(&t[X]);
-        t[X] = mk(dt, 2, 1, K, 0);
-        float *xn = ref_rms(&t[XS], &t[XG], 0, 1, K);
-        memcpy(t[X].f, xn, (size_t)K * sizeof(float));
+        t[X] = mk(dt, 2, T, K, 0);
+        float *xn = ref_rms(&t[XS], &t[XG], 0, T, K);
+        memcpy(t[X].f, xn, (size_t)(T * K) * sizeof(float));
         free(xn);
     }
-    t[POS].i[0] = at;
+    for (int64_t r = 0; r < T; r++)
+        t[POS].i[r] = at + (int32_t)r;
     for (int64_t i = 0; i < d / 2; i++)
         t[INV].f[i] = (float)pow(10000.0, -2.0 * (double)i / (double)d);
     const double scale = 1.0 / sqrt((double)d);
@@ -1876,42 +1899,46 @@ static void fused_decode_attn_inputs(gpu *g, int dt, int clobber, int norm, int 
                       {"rlx.cache_write", {KC, KR, POS}, {KO}, 3, 1, NULL, 0},
                       {"rlx.cache_write", {VC, VM, POS}, {VO}, 3, 1, NULL, 0},
                       {"rlx.attention", {QR, KO, VO, POS}, {AO}, 4, 1, sc, 2}};
-    double *q = dalloc(nh * d), *k = dalloc(nkv * d), *v = dalloc(nkv * d);
-    double *rq = dalloc(nh * d), *rk = dalloc(S * nkv * d), *rv = dalloc(S * nkv * d);
-    float *qf = calloc((size_t)(nh * d), sizeof(float)), *kf = calloc((size_t)(nkv * d), sizeof(float));
-    ref_matmul(t[X].f, t[WQ].f, NULL, q, 1, nh * d, K, 1);
-    ref_matmul(t[X].f, t[WK].f, NULL, k, 1, nkv * d, K, 1);
-    ref_matmul(t[X].f, t[WV].f, NULL, v, 1, nkv * d, K, 1);
-    for (int64_t e = 0; e < nh * d; e++) /* the products are stored in dt before the ropes */
+    const int64_t qn = nh * d, kn = nkv * d; /* a row's q and k/v widths */
+    double *q = dalloc(T * qn), *k = dalloc(T * kn), *v = dalloc(T * kn);
+    double *rq = dalloc(T * qn), *rk = dalloc(S * kn), *rv = dalloc(S * kn);
+    float *qf = calloc((size_t)(T * qn), sizeof(float)), *kf = calloc((size_t)(T * kn), sizeof(float));
+    ref_matmul(t[X].f, t[WQ].f, NULL, q, T, qn, K, 1);
+    ref_matmul(t[X].f, t[WK].f, NULL, k, T, kn, K, 1);
+    ref_matmul(t[X].f, t[WV].f, NULL, v, T, kn, K, 1);
+    for (int64_t e = 0; e < T * qn; e++) /* the products are stored in dt before the ropes */
         qf[e] = (float)as_dt(dt, q[e]);
-    for (int64_t e = 0; e < nkv * d; e++)
+    for (int64_t e = 0; e < T * kn; e++)
         kf[e] = (float)as_dt(dt, k[e]);
-    for (int64_t h = 0; h < nh; h++)
-        ref_rope_row(qf + h * d, t[INV].f, d, at, rq + h * d);
-    for (int64_t e = 0; e < S * nkv * d; e++) {
+    for (int64_t e = 0; e < S * kn; e++) {
         rk[e] = t[KC].f[e];
         rv[e] = t[VC].f[e];
     }
-    for (int64_t h = 0; h < nkv; h++)
-        ref_rope_row(kf + h * d, t[INV].f, d, at, rk + (at * nkv + h) * d);
-    for (int64_t e = 0; e < nkv * d; e++) {
-        rk[at * nkv * d + e] = as_dt(dt, rk[at * nkv * d + e]);
-        rv[at * nkv * d + e] = as_dt(dt, v[e]);
+    for (int64_t r = 0; r < T; r++) {
+        for (int64_t h = 0; h < nh; h++)
+            ref_rope_row(qf + r * qn + h * d, t[INV].f, d, at + (int32_t)r, rq + r * qn + h * d);
+        for (int64_t h = 0; h < nkv; h++)
+            ref_rope_row(kf + r * kn + h * d, t[INV].f, d, at + (int32_t)r, rk + (at + r) * kn + h * d);
+        for (int64_t e = 0; e < kn; e++) {
+            rk[(at + r) * kn + e] = as_dt(dt, rk[(at + r) * kn + e]);
+            rv[(at + r) * kn + e] = as_dt(dt, v[r * kn + e]);
+        }
     }
     /* the attention reads q as the rope stored it and the caches as written */
-    tens aq = mk(RLX_F32, 3, 1, nh, d), ak = mk(RLX_F32, 3, S, nkv, d), av = mk(RLX_F32, 3, S, nkv, d);
-    double *ra = dalloc(nh * d);
-    for (int64_t e = 0; e < nh * d; e++)
+    tens aq = mk(RLX_F32, 3, T, nh, d), ak = mk(RLX_F32, 3, S, nkv, d), av = mk(RLX_F32, 3, S, nkv, d);
+    double *ra = dalloc(T * qn);
+    for (int64_t e = 0; e < T * qn; e++)
         aq.f[e] = (float)as_dt(dt, rq[e]);
-    for (int64_t e = 0; e < S * nkv * d; e++) {
+    for (int64_t e = 0; e < S * kn; e++) {
         ak.f[e] = (float)rk[e];
         av.f[e] = (float)rv[e];
     }
     ref_attention(&aq, &ak, &av, at, NULL, (double)(float)scale, 1, 0, 0, ra);
     rlx_diag d_;
-    char what[96];
-    snprintf(what, sizeof what, "decode %sq,rope,k,rope,v,cache writes%s %s%s", norm ? "norm," : "",
-             attn ? ",attention" : "", dtn(dt), clobber ? " (k over q)" : "");
+    char what[128];
+    snprintf(what, sizeof what, "%s %sq,rope,k,rope,v,cache writes%s %s%s%s", T == 1 ? "decode" : "prefill",
+             norm ? "norm," : "", attn ? ",attention" : "", dtn(dt), clobber ? " (k over q)" : "",
+             side ? " (weights side by side)" : "");
     if (run_prog(g, t, kind, share, attn ? NV : NV - 1, norm ? nodes : nodes + 1, (norm ? 8 : 7) + attn, &d_))
         fail_msg(g, what, d_.msg);
     else
@@ -1965,7 +1992,11 @@ static void test_fused(gpu *g)
     fused_norm_gemv(g, 33000, 1024, RLX_F16, 0, 1);
     fused_rope_cache(g, RLX_BF16, 16);
     for (int c = 0; c < 12; c++)
-        fused_decode_attn_inputs(g, c % 6 < 2 || c % 6 == 4 ? RLX_BF16 : RLX_F32, c % 2, c % 6 >= 4, c >= 6);
+        attn_inputs_case(g, c % 6 < 2 || c % 6 == 4 ? RLX_BF16 : RLX_F32, 1, c % 2, c % 6 >= 4, c >= 6, 0);
+    /* a prefill of 24 rows: weights side by side (one q/k/v GEMM) and apart, every dtype */
+    for (int c = 0; c < 12; c++)
+        attn_inputs_case(g, c % 3 == 0 ? RLX_F32 : c % 3 == 1 ? RLX_BF16 : RLX_F16, 24, c / 3 % 2, 0, c >= 6,
+                         c % 2 == 0);
 }
 
 /* ---------------------------------------------------------------- row kernels */

@@ -9,7 +9,7 @@
 #     ncu    Nsight Compute per kernel, one per "label:1b|188m:VAR=v,..." in NCUV: kernels
 #            matching NCUK (default k_gemv), NCUN of them after NCUSKIP; the report in $OUT
 #     tpab   LLaMA-8B-width rows on GPUs 0,1 (and 0), one per "label:devs:VAR=v,..." in TPAB, over
-#            the model check's tp-speed row made (run check with GPU_CHECK_KEEP=1 first)
+#            the model check's tp-speed row made (GPU_CHECK_KEEP=1), or made here when absent
 #     san    compute-sanitizer (SANT, default memcheck) over the conformance suite, SANENV
 #     persist  bench/gpu-persist/persist.cu (the one-kernel-a-token prototype) built with nvcc
 #            (PERSISTFLAGS, e.g. -DPHASE_TIMING), one run per "shape:arg,arg,..." in PERSIST
@@ -72,6 +72,8 @@ if [[ ,$modes, == *,ncu,* ]]; then # NCUV="label:cfg:VAR=v,..." NCUK=regex NCUSK
 fi
 if [[ ,$modes, == *,tpab,* ]]; then # TPAB="label:0,1:VAR=v,..."
   tp_env # gpu-env.sh
+  [ -f "$tp_model/model.safetensors" ] || python3 "$root/src/tools/make-8b-model.py" "$root/llama-8b-bf16-config.json" \
+    "$tp_model" >"$out/tp-model.log" 2>&1 || echo "TPAB: no model ($(tail -1 "$out/tp-model.log"))"
   for spec in ${TPAB:-}; do
     label=${spec%%:*}; r=${spec#*:}; devs=${r%%:*}; e=${r#*:}; [ "$e" = "$r" ] && e=""
     echo "TPAB $devs $label: $(bench "X=1${e:+,$e}" --model "$tp_model" --devices $devs)"

@@ -140,28 +140,7 @@ if [ "$ngpu" -ge 2 ] && { want tp || want tp-nccl || want tp-parity || want tp-s
     if want "tp-speed" && [ -f "$cfg" ]; then
         t0=$SECONDS
         [ -f "$m8/model.safetensors" ] && echo "kept from an earlier run" >"$out/tp-model.log" ||
-        python3 - "$cfg" "$m8" <<'PY' >"$out/tp-model.log" 2>&1
-import json, os, shutil, sys, torch
-from safetensors.torch import save_file
-cfg, out = sys.argv[1], sys.argv[2]
-c = json.load(open(cfg)); os.makedirs(out, exist_ok=True); shutil.copy(cfg, out + "/config.json")
-H, I, V, L = c["hidden_size"], c["intermediate_size"], c["vocab_size"], c["num_hidden_layers"]
-hd = c.get("head_dim") or H // c["num_attention_heads"]
-q, kv = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
-g = torch.Generator(device="cuda").manual_seed(1)
-r = lambda *s: (torch.randn(*s, generator=g, device="cuda") * 0.02).to(torch.bfloat16).cpu()
-one = lambda n: torch.ones(n, dtype=torch.bfloat16)
-t = {"model.embed_tokens.weight": r(V, H), "model.norm.weight": one(H), "lm_head.weight": r(V, H)}
-for i in range(L):
-    p = f"model.layers.{i}."
-    t.update({p + "input_layernorm.weight": one(H), p + "post_attention_layernorm.weight": one(H),
-              p + "self_attn.q_proj.weight": r(q, H), p + "self_attn.k_proj.weight": r(kv, H),
-              p + "self_attn.v_proj.weight": r(kv, H), p + "self_attn.o_proj.weight": r(H, q),
-              p + "mlp.gate_proj.weight": r(I, H), p + "mlp.up_proj.weight": r(I, H),
-              p + "mlp.down_proj.weight": r(H, I)})
-save_file(t, out + "/model.safetensors")
-print("wrote", sum(v.numel() for v in t.values()), "parameters")
-PY
+        python3 "$root/src/tools/make-8b-model.py" "$cfg" "$m8" >"$out/tp-model.log" 2>&1
         row "tp-model" "rc=$? $(tail -1 "$out/tp-model.log") $((SECONDS - t0))s"
         for devs in 0 0,1; do
             log=$out/tp-bench-$devs.json

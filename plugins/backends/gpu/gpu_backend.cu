@@ -657,7 +657,7 @@ static int gpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
         const char *gf = getenv("RLX_GPU_GLU_F32");
         be->glu_f32 = gf && strcmp(gf, "1") == 0;
         const char *qg = getenv("RLX_GPU_QKV_GEMM");
-        be->qkv_gemm = qg && strcmp(qg, "1") == 0;
+        be->qkv_gemm = !(qg && strcmp(qg, "0") == 0);
         const char *nr = getenv("RLX_GPU_NORM_ROWS");
         be->norm_rows = nr && *nr ? atoi(nr) : 1;
         const char *g = getenv("RLX_GPU_GEMM");

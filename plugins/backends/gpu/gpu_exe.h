@@ -212,7 +212,7 @@ typedef struct gpu_be {
     int sms; /* multiprocessors: sizes the decode attention split and the prefill key groups */
     int fa_split; /* prefill attention may split a block's keys in two groups (RLX_GPU_FA_SPLIT=0: off) */
     int glu_f32; /* a prefill linear_swiglu keeps gate and up in f32 scratch (RLX_GPU_GLU_F32=1) */
-    int qkv_gemm; /* prefill q/k/v GEMMs of one x as one (FUSE_QKV_GEMM; RLX_GPU_QKV_GEMM=1: on) */
+    int qkv_gemm; /* prefill q/k/v GEMMs of one x as one (FUSE_QKV_GEMM; RLX_GPU_QKV_GEMM=0: off) */
     int *err_dev;  /* {code, value, node} */
     unsigned *sum_last; /* zero between launches: a GEMV storing an add's sum in place counts its blocks */
     int *err_host; /* pinned copy */

@@ -305,10 +305,12 @@ static int run_fused(gpu_be *be, gpu_exe *x, const gpu_step *h, void *const *vp,
          * the cache writes as copies */
         for (int m = h->g0; m < h->g1 && !rc; m++) {
             const gpu_step *st = &x->steps[m];
-            int64_t xld = 0;
-            if (st->op == OP_ROPE)
-                gpu_rope(s, qkv_part(x, h, vp, st->in[0], st->dti[0], &xld), (const int32_t *)vp[st->in[1]],
-                         tin(st, vp, 2), tout(st, vp, 0), st->rows, st->nb, st->n, st->k, xld);
+            if (st->op != OP_ROPE)
+                continue;
+            int64_t xld; /* set by qkv_part before the launch reads it (argument order is unspecified) */
+            gpu_ten xs = qkv_part(x, h, vp, st->in[0], st->dti[0], &xld);
+            gpu_rope(s, xs, (const int32_t *)vp[st->in[1]], tin(st, vp, 2), tout(st, vp, 0), st->rows, st->nb,
+                     st->n, st->k, xld);
         }
         if (!rc)
             run_rope_cache(be, x, h, vp, 0);
