@@ -13,9 +13,9 @@
 #define V 512
 #define NS 5
 /* The CPU runs each row's attention through the decode row kernel itself, so only the
- * matmuls' summation order differs (one GEMM over B rows against a GEMV); on a GPU the
- * single decode splits the keys over blocks (flash-decoding) and the batched rows do not,
- * a different f32 summation order of the softmax and the values */
+ * matmuls' summation order differs (one GEMM over B rows against a GEMV); on a GPU a row's
+ * keys split over as many blocks as its own length needs, not as the single decode's, a
+ * different f32 summation order of the softmax and the values */
 static double TOL = 1e-6;
 static const char *backend = "cpu";
 

@@ -1021,6 +1021,14 @@ static void test_half(gpu *g)
     mm_case(g, 64, 256, 96, RLX_F16, RLX_F16, RLX_F16, 0, 0);
     mm_case(g, 40, 128, 72, RLX_F16, RLX_F16, RLX_F32, 1, 0);
     mm_case(g, 37, 136, 70, RLX_BF16, RLX_BF16, RLX_BF16, 0, 1);
+    /* batched rows, 16-bit x in the weights' dtype, N % 16 and K % 32 zero: tensor cores
+     * (k_gemv_mma.cu), 2..16 rows (one or two n8 tiles), bias, SwiGLU, K over 1..32 steps a warp */
+    mm_case(g, 8, 2048, 528, RLX_BF16, RLX_BF16, RLX_BF16, 1, 0);
+    mm_case(g, 9, 1024, 256, RLX_F16, RLX_F16, RLX_F32, 0, 0);
+    mm_case(g, 16, 8192, 64, RLX_BF16, RLX_BF16, RLX_BF16, 0, 0);
+    mm_case(g, 2, 288, 48, RLX_F16, RLX_F16, RLX_F16, 0, 1);
+    mm_case(g, 13, 512, 128, RLX_BF16, RLX_BF16, RLX_BF16, 0, 1);
+    mm_case(g, 3, 32, 16, RLX_BF16, RLX_BF16, RLX_F32, 1, 0);
     /* one row, few columns over a long K: the skinny kernel splits K over 2 or 4 warps */
     mm_case(g, 1, 4104, 70, RLX_BF16, RLX_BF16, RLX_BF16, 1, 0);
     mm_case(g, 1, 1031, 90, RLX_F32, RLX_F16, RLX_F32, 0, 0);
@@ -1742,11 +1750,12 @@ static void fused_gemv_add(gpu *g, int dt, int swap, int over)
     free(r);
 }
 
-/* three decode products of one x, of different widths, one with a bias (one launch) */
-static void fused_gemvs(gpu *g, int64_t M, int wdt)
+/* three decode products of one x, of different widths, one with a bias (one launch); x in
+ * xdt (16 bits and N multiples of 16: the batched rows' tensor-core GEMV takes them) */
+static void fused_gemvs(gpu *g, int64_t M, int xdt, int wdt, int64_t n0, int64_t n1, int64_t n2)
 {
-    const int64_t K = 192, N[3] = {64, 40, 24};
-    tens t[8] = {rand_f(2, M, K, 0, 1), rand_t(wdt, 2, N[0], K, 0, 1), rand_t(wdt, 2, N[1], K, 0, 1),
+    const int64_t K = 192, N[3] = {n0, n1, n2};
+    tens t[8] = {rand_t(xdt, 2, M, K, 0, 1), rand_t(wdt, 2, N[0], K, 0, 1), rand_t(wdt, 2, N[1], K, 0, 1),
                  rand_f(1, N[1], 0, 0, 1), rand_t(wdt, 2, N[2], K, 0, 1), mk(RLX_F32, 2, M, N[0], 0),
                  mk(wdt, 2, M, N[1], 0), mk(RLX_F32, 2, M, N[2], 0)};
     const int kind[8] = {RLX_VALUE_INPUT, RLX_VALUE_INPUT, RLX_VALUE_INPUT, RLX_VALUE_INPUT,
@@ -1760,8 +1769,9 @@ static void fused_gemvs(gpu *g, int64_t M, int wdt)
     ref_matmul(t[0].f, t[2].f, t[3].f, r[1], M, N[1], K, 1);
     ref_matmul(t[0].f, t[4].f, NULL, r[2], M, N[2], K, 1);
     rlx_diag d;
-    char what[64];
-    snprintf(what, sizeof what, "fused gemvs 64+40(+bias)+24 M=%lld %s", (long long)M, dtn(wdt));
+    char what[80];
+    snprintf(what, sizeof what, "fused gemvs %lld+%lld(+bias)+%lld M=%lld %s.%s", (long long)N[0], (long long)N[1],
+             (long long)N[2], (long long)M, dtn(xdt), dtn(wdt));
     if (run_prog(g, t, kind, share, 8, nodes, 3, &d))
         fail_msg(g, what, d.msg);
     else
@@ -1970,7 +1980,8 @@ static void test_fused(gpu *g)
         fused_add_norm_over(g, dt);
         fused_glu(g, k == 2 ? 5 : 1, 72, 256, dt, 0);
         fused_glu(g, k == 2 ? 3 : 1, 72, 1024, dt, 1); /* one row: K over 2 warps */
-        fused_gemvs(g, k == 1 ? 1 : 3, dt);
+        fused_gemvs(g, k == 1 ? 1 : 3, RLX_F32, dt, 64, 40, 24);
+        fused_gemvs(g, k == 0 ? 2 : 4 * k + 3, dt, dt, 64, 32, 48); /* 11 rows: two n8 tiles */
         fused_rope_cache(g, dt, 5);
         fused_norm_gemv(g, 72, k == 1 ? 4104 : 520, dt, k == 2, 0);
         for (int over = 0; over < 3; over++)

@@ -3,8 +3,10 @@
  * forward logits of every case and the KV-decode logits (teacher-forced along the
  * reference's greedy continuation) must land within 1.5x of how far transformers itself
  * lands from the float64 reference in that dtype (half.json), and the greedy ids must
- * agree wherever the reference's top-2 margin exceeds 0.1. mistral-tiny runs through the
- * out-of-tree arch example (examples/out-of-tree-arch, built by make check). */
+ * agree wherever the reference's top-2 margin exceeds 0.1. The cases' KV decodes also run
+ * as one batch (rlx_session_decode_batch: one step over the cases' rows) to the same bound.
+ * mistral-tiny runs through the out-of-tree arch example (examples/out-of-tree-arch, built
+ * by make check). */
 #include <check.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -31,6 +33,54 @@ static int argmax(const float *x, size_t n)
     for (size_t i = 1; i < n; i++)
         if (x[i] > x[b]) b = i;
     return (int)b;
+}
+
+/* the cases' teacher-forced decodes as one batch of N_CASES rows a step, each row against
+ * the full forward's logits to the case's bound */
+static void batched_decode(rlx_model *m, rlx_weights *ref, json_t *hv, const char *model, const char *compute,
+                           const char *mixed)
+{
+    size_t vocab = (size_t)rlx_model_get_config(m)->vocab_size, t[N_CASES];
+    rlx_session *s[N_CASES];
+    int32_t *ids[N_CASES], *full_ids[N_CASES];
+    float *full[N_CASES], *dec[N_CASES], *row = malloc(N_CASES * vocab * sizeof *row);
+    rlx_diag d;
+    rlx_diag_init(&d);
+    for (int c = 0; c < N_CASES; c++) {
+        size_t nf, nfull;
+        char name[64];
+        ids[c] = pu_read_case_ids(ref, c, &t[c]);
+        full[c] = pu_read_case_f32(ref, c, "full_logits", &nfull);
+        snprintf(name, sizeof name, "case%d.full_ids", c);
+        full_ids[c] = pu_read_ids(ref, name, &nf);
+        dec[c] = malloc((N_GEN - 1) * vocab * sizeof *dec[c]);
+        ck_assert_msg(rlx_session_new(m, 0, &s[c], &d) == 0, "%s", d.msg);
+        ck_assert_msg(rlx_session_prefill(s[c], ids[c], (int64_t)t[c], NULL, NULL, &d) == 0, "%s %s: %s", model,
+                      compute, d.msg);
+    }
+    for (int k = 0; k < N_GEN - 1; k++) {
+        int32_t next[N_CASES];
+        for (int c = 0; c < N_CASES; c++)
+            next[c] = full_ids[c][t[c] + (size_t)k];
+        ck_assert_msg(rlx_session_decode_batch(s, N_CASES, next, row, &d) == 0, "%s %s batched decode: %s", model,
+                      compute, d.msg);
+        for (int c = 0; c < N_CASES; c++)
+            memcpy(dec[c] + (size_t)k * vocab, row + (size_t)c * vocab, vocab * sizeof *row);
+    }
+    for (int c = 0; c < N_CASES; c++) {
+        double bound = 1.5 * json_real_value(json_array_get(hv, (size_t)c));
+        double de = tu_rel_l2(dec[c], full[c] + t[c] * vocab, (N_GEN - 1) * vocab);
+        fprintf(stderr, "half-parity %-18s %-4s mixed %-4s case %d: batched decode %.5f (bound %.5f)\n", model,
+                compute, mixed, c, de, bound);
+        ck_assert_msg(de <= bound, "%s compute %s mixed %s case %d: batched KV-decode logits rel L2 %.5f > 1.5 x transformers' %.5f",
+                      model, compute, mixed, c, de, bound / 1.5);
+        rlx_session_free(s[c]);
+        free(ids[c]);
+        free(full[c]);
+        free(full_ids[c]);
+        free(dec[c]);
+    }
+    free(row);
 }
 
 START_TEST(test_half_parity)
@@ -116,6 +166,7 @@ START_TEST(test_half_parity)
         free(full);
         free(full_ids);
     }
+    batched_decode(m, ref, hv, model, compute, mixed);
     rlx_model_close(m);
     rlx_weights_close(ref);
     json_decref(rj);

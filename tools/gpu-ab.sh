@@ -5,7 +5,8 @@
 #     conf   the conformance suite again under CONFENV="VAR=v,VAR=v"
 #     ab     bf16 rlx-bench rows (--prefill 512 --decode 128 --reps 3, or ABARGS), one per "label:VAR=v,..."
 #            in AB1 (llama-1b) and AB188 (llama-188m), in the order given (interleave them)
-#     prof   RLX_GPU_PROFILE=1 tables, one per "label:1b|188m:VAR=v,..." in PROFV (PROFN lines)
+#     prof   RLX_GPU_PROFILE=1 tables, one per "label:1b|188m:VAR=v,..." in PROFV (PROFN lines;
+#            PROFARGS replaces the shape, default --prefill 512 --decode 64 --reps 1)
 #     ncu    Nsight Compute per kernel, one per "label:1b|188m:VAR=v,..." in NCUV: kernels
 #            matching NCUK (default k_gemv), NCUN of them after NCUSKIP; the report in $OUT
 #     tpab   LLaMA-8B-width rows on GPUs 0,1 (and 0), one per "label:devs:VAR=v,..." in TPAB, over
@@ -52,7 +53,7 @@ if [[ ,$modes, == *,prof,* ]]; then
     label=${spec%%:*}; r=${spec#*:}; cfg=${r%%:*}; e=${r#*:}; [ "$e" = "$r" ] && e=""
     echo "==== prof $label $cfg"
     envrun "RLX_GPU_PROFILE=1${e:+,$e}" ./tools/rlx-bench --config $root/llama-$cfg-config.json --backend cuda \
-      --prefill 512 --decode 64 --reps 1 --precision bf16 --json 2>&1 | grep -v '^{' | head -${PROFN:-45}
+      ${PROFARGS:---prefill 512 --decode 64 --reps 1} --precision bf16 --json 2>&1 | grep -v '^{' | head -${PROFN:-45}
   done
 fi
 if [[ ,$modes, == *,conf,* ]]; then # conformance again under CONFENV

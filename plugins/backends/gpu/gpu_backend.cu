@@ -658,6 +658,13 @@ static int gpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
         be->glu_f32 = gf && strcmp(gf, "1") == 0;
         const char *qg = getenv("RLX_GPU_QKV_GEMM");
         be->qkv_gemm = !(qg && strcmp(qg, "0") == 0);
+        const char *rs = getenv("RLX_GPU_ROWS_SPLIT");
+        be->rows_split = !(rs && strcmp(rs, "0") == 0);
+        const char *gr = getenv("RLX_GPU_GEMV_ROWS");
+        be->gemv_rows = gr && *gr ? atoi(gr) : 1;
+        const char *gm = getenv("RLX_GPU_GEMV_MMA");
+        be->gemv_mma = !(gm && strcmp(gm, "0") == 0);
+        be->gemv_rows = be->gemv_rows < 1 ? 1 : be->gemv_rows > GPU_GEMV_MAX_M ? GPU_GEMV_MAX_M : be->gemv_rows;
         const char *nr = getenv("RLX_GPU_NORM_ROWS");
         be->norm_rows = nr && *nr ? atoi(nr) : 1;
         const char *g = getenv("RLX_GPU_GEMM");
@@ -917,7 +924,8 @@ static size_t plan_matmul(const gpu_be *be, gpu_step *st)
 {
     int blas = be->blas && !be->own_gemm, wdt = st->dti[1], ydt = st->dto[0];
     int glu = st->op == OP_LINEAR_SWIGLU, bias = st->op == OP_MATMUL && st->n_in == 3;
-    st->gemv = st->op != OP_MATMUL_NN && st->rows <= GPU_GEMV_MAX_M;
+    int mma = be->gemv_mma && st->rows > 1 && gpu_gemv_mma_ok(wdt, st->dti[0], st->n, st->k);
+    st->gemv = st->op != OP_MATMUL_NN && (st->rows <= be->gemv_rows || (mma && st->rows <= GPU_GEMV_MAX_M));
     if (st->gemv)
         return 0;
     st->a_cast = blas && st->dti[0] != wdt;
@@ -969,9 +977,12 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
             if (st->op == OP_ALL_GATHER && st->rows > 1)
                 need = (size_t)(st->rows * st->n * st->tp.ranks * esize(st->dto[0]));
         }
-        if (st->op == OP_ATTENTION) {
+        if (st->op == OP_ATTENTION || st->op == OP_ATTN_ROWS) {
             gpu_attn *a = &st->attn;
-            a->nsplit = gpu_attn_splits(a->T, a->S, a->nh, a->nkv, a->d, be->sms);
+            if (st->op == OP_ATTENTION)
+                a->nsplit = gpu_attn_splits(a->T, a->S, a->nh, a->nkv, a->d, be->sms);
+            else
+                a->nsplit = be->rows_split ? gpu_attn_key_splits(a->T, a->S, a->nh, a->nkv, a->d, be->sms) : 0;
             a->kgroups = be->fa_split ? gpu_attn_mma_groups(a->T, a->nh, be->sms) : 1;
             need = (size_t)gpu_attn_part_floats(a->T, a->nh, a->d, a->nsplit) * 4;
             if (a->nsplit > 0 && gpu_attn_counters(a->T, a->nh, a->nkv) > x->n_cnt)

@@ -24,6 +24,17 @@ __device__ __forceinline__ uint16_t f_to_bf16(float f)
 __device__ __forceinline__ float f16_to_f(uint16_t b) { return __half2float(__ushort_as_half(b)); }
 __device__ __forceinline__ uint16_t f_to_f16(float f) { return __half_as_ushort(__float2half_rn(f)); }
 
+__device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
+
+/* the first bad row of a batched step: its index and the node, for the host's message */
+__device__ __forceinline__ void rows_error(int *err, int value, int node)
+{
+    if (atomicCAS(&err[0], 0, GPU_ERR_ROW_SLOT) == 0) {
+        err[1] = value;
+        err[2] = node;
+    }
+}
+
 __device__ __forceinline__ float h_to_f(uint16_t b, int dt)
 {
     return dt == GDT_BF16 ? bf16_to_f(b) : f16_to_f(b);

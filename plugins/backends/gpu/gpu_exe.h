@@ -213,6 +213,13 @@ typedef struct gpu_be {
     int fa_split; /* prefill attention may split a block's keys in two groups (RLX_GPU_FA_SPLIT=0: off) */
     int glu_f32; /* a prefill linear_swiglu keeps gate and up in f32 scratch (RLX_GPU_GLU_F32=1) */
     int qkv_gemm; /* prefill q/k/v GEMMs of one x as one (FUSE_QKV_GEMM; RLX_GPU_QKV_GEMM=0: off) */
+    /* most rows a product takes the SIMT GEMV for (RLX_GPU_GEMV_ROWS, 1..GPU_GEMV_MAX_M, default
+     * 1: above one row it loads x once per row beside every weight vector); up to
+     * GPU_GEMV_MAX_M rows of 16-bit products take the tensor-core GEMV (k_gemv_mma.cu;
+     * RLX_GPU_GEMV_MMA=0: off), the rest cuBLAS */
+    int gemv_rows;
+    int gemv_mma;
+    int rows_split; /* batched decode attention on the key-split decode kernel (RLX_GPU_ROWS_SPLIT=0: off) */
     int *err_dev;  /* {code, value, node} */
     unsigned *sum_last; /* zero between launches: a GEMV storing an add's sum in place counts its blocks */
     int *err_host; /* pinned copy */

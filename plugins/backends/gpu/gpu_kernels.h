@@ -114,6 +114,11 @@ typedef struct gpu_attn {
      * write the cache): a warp's first keys load before the wait on the kernel before */
     int early;
     int kgroups; /* the tensor-core prefill's key groups a block (gpu_attn_mma_groups; 0: 1) */
+    /* batched decode rows (set: row t is one sequence's new token in slot slots[t] of a pool
+     * [P, S, nkv, d] at position pos[t]); a bad slot or position records GPU_ERR_ROW_SLOT */
+    const int32_t *slots;
+    int P, node;
+    int *err;
 } gpu_attn;
 #define GPU_ATTN_MAX_D 512
 /* decode rows (T <= GPU_ATTN_DECODE_T) split the keys over up to nsplit blocks */
@@ -129,6 +134,8 @@ int gpu_attn_mma_groups(int T, int nh, int sms);
 /* splits for a decode attention of T rows over up to S keys (0: not the decode path);
  * floats of scratch it needs; counters it needs (zeroed once, kept zero by the kernel) */
 int gpu_attn_splits(int T, int S, int nh, int nkv, int d, int sms);
+/* the same for T batched rows (any T): 0 when the head dim does not fit the decode kernel */
+int gpu_attn_key_splits(int T, int S, int nh, int nkv, int d, int sms);
 int64_t gpu_attn_part_floats(int T, int nh, int d, int nsplit);
 int64_t gpu_attn_counters(int T, int nh, int nkv);
 
@@ -141,6 +148,11 @@ typedef struct gpu_attn_rows {
     int T, P, S, nh, nkv, d;
     float scale, softcap;
     int window;
+    /* nsplit > 0 (gpu_attn_key_splits) with part and cnt as gpu_attn's: the decode kernel's
+     * key splits; 0: a block per row and head */
+    int nsplit;
+    float *part;
+    unsigned *cnt;
 } gpu_attn_rows;
 void gpu_attention_rows(gpuStream_t s, const gpu_attn_rows *a, int *err, int node);
 void gpu_cache_write_rows(gpuStream_t s, void *cache, const void *x, const int32_t *pos, const int32_t *slots,
@@ -185,6 +197,12 @@ typedef struct gpu_gemv_norm {
 } gpu_gemv_norm;
 void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *seg, int nseg,
                     int64_t M, int64_t K, const gpu_gemv_norm *nrm);
+/* k_gemv_mma.cu: gpu_gemv_multi without a norm for 2..GPU_GEMV_MAX_M rows on tensor cores
+ * (CUDA): 16-bit weights, x in their dtype, every segment's N a multiple of 16 and K of 32.
+ * gpu_gemv_mma_ok: whether a product of these dtypes and sizes can take it; gpu_gemv_mma:
+ * 1 when it ran, 0 when the operands do not allow it (then nothing was launched). */
+int gpu_gemv_mma_ok(int wdt, int xdt, int64_t N, int64_t K);
+int gpu_gemv_mma(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *seg, int nseg, int64_t M, int64_t K);
 
 /* k_bmm.cu: c[z] = a[z]·b[z]ᵀ (tb, b [B,N,K]) or a[z]·b[z] (b [B,K,N]) for z < B;
  * y = relu / sin / cos of x */

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void rows_run(gpu_be *be, const gpu_step *st, void *const *vp, gpuError_t *e);
+static void rows_run(gpu_be *be, const gpu_exe *x, const gpu_step *st, void *const *vp, gpuError_t *e);
 
 /* ---------------------------------------------------------------- execute */
 
@@ -427,7 +427,7 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
         break;
     case OP_ATTN_ROWS:
     case OP_CACHE_ROWS:
-        rows_run(be, st, vp, &e);
+        rows_run(be, x, st, vp, &e);
         break;
     case OP_TRANSPOSE:
         gpu_transpose(s, a, y, st->n, &st->perm, es);
@@ -699,7 +699,7 @@ int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d)
 
 /* ---------------------------------------------------------------- batched decode rows */
 
-static void rows_run(gpu_be *be, const gpu_step *st, void *const *vp, gpuError_t *e)
+static void rows_run(gpu_be *be, const gpu_exe *x, const gpu_step *st, void *const *vp, gpuError_t *e)
 {
     if (st->op == OP_ATTN_ROWS) {
         gpu_attn_rows a;
@@ -718,6 +718,9 @@ static void rows_run(gpu_be *be, const gpu_step *st, void *const *vp, gpuError_t
         a.scale = st->attn.scale;
         a.softcap = st->attn.softcap;
         a.window = st->attn.window;
+        a.nsplit = st->attn.nsplit;
+        a.part = (float *)(void *)x->scratch;
+        a.cnt = x->attn_cnt;
         gpu_attention_rows(be->stream, &a, be->err_dev, st->node);
         return;
     }

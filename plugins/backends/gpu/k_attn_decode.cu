@@ -20,9 +20,13 @@ static int groups_of(int nh, int nkv) { return nkv * ((nh / nkv + AD_GH - 1) / A
 
 int gpu_attn_splits(int T, int S, int nh, int nkv, int d, int sms)
 {
+    return T > GPU_ATTN_DECODE_T ? 0 : gpu_attn_key_splits(T, S, nh, nkv, d, sms);
+}
+
+int gpu_attn_key_splits(int T, int S, int nh, int nkv, int d, int sms)
+{
     /* a lane's dims are loaded as pairs: the head dim must split evenly over the lanes */
-    if (T > GPU_ATTN_DECODE_T || S <= 0 || d > 256 || d % (dp_of(d) / 32) != 0 || nkv <= 0 ||
-        nh % nkv != 0)
+    if (T <= 0 || S <= 0 || d > 256 || d % (dp_of(d) / 32) != 0 || nkv <= 0 || nh % nkv != 0)
         return 0;
     int n = (S + AD_MIN_KEYS - 1) / AD_MIN_KEYS, bl = groups_of(nh, nkv) * T;
     int want = (2 * sms + bl - 1) / bl; /* about two blocks per SM at full length */
@@ -40,9 +44,15 @@ int64_t gpu_attn_part_floats(int T, int nh, int d, int nsplit)
 
 int64_t gpu_attn_counters(int T, int nh, int nkv) { return (int64_t)T * groups_of(nh, nkv); }
 
-/* the valid keys [lo, hi) of row t */
+/* the valid keys [lo, hi) of row t (batched rows: its own position, keys 0..pos) */
 __device__ static void key_range(const gpu_attn &a, int t, int64_t *lo, int64_t *hi)
 {
+    if (a.slots) {
+        const int64_t p = a.pos[t];
+        *lo = a.window > 0 && p - a.window + 1 > 0 ? p - a.window + 1 : 0;
+        *hi = p + 1;
+        return;
+    }
     const int64_t p = a.pos ? a.pos[0] : 0, at = p + t;
     int64_t h = a.pos && p + a.T < a.S ? p + a.T : a.S, l = 0;
     if (a.causal && at + 1 < h)
@@ -189,6 +199,18 @@ __global__ __launch_bounds__(AD_WARPS * 32) static void k_attn_gqa(gpu_attn a, u
     const bool mine = lane * ND < d; /* d is even and a multiple of ND or padded past */
     if (!a.early)
         RLX_PDL_WAIT(); /* pos, k and v may come from the kernels before */
+    int64_t kvb = 0; /* batched rows: the first element of the row's slot */
+    if (a.slots) {
+        const int64_t p = a.pos[t], sl = a.slots[t];
+        if (p < 0 || p >= a.S || sl < 0 || sl >= a.P) { /* uniform over the row's blocks */
+            if (threadIdx.x == 0 && hg == 0 && sp == 0)
+                rows_error(a.err, t, a.node);
+            for (int e = threadIdx.x; sp == 0 && e < gn * d; e += AD_WARPS * 32)
+                stt(a.o, ((int64_t)t * a.nh + h0 + e / d) * d + e % d, 0.0f);
+            return;
+        }
+        kvb = sl * a.S * a.nkv * d;
+    }
     int64_t lo, hi;
     key_range(a, t, &lo, &hi);
     const int len = (int)(hi - lo); /* 32-bit: a 64-bit division is a long dependent chain */
@@ -205,7 +227,7 @@ __global__ __launch_bounds__(AD_WARPS * 32) static void k_attn_gqa(gpu_attn a, u
     int64_t j = j0 + (int64_t)warp * KU;
 #pragma unroll
     for (int u = 0; u < KU; u++) {
-        int64_t off = ((j + u) * a.nkv + kvh) * d + lane * ND;
+        int64_t off = kvb + ((j + u) * a.nkv + kvh) * d + lane * ND;
         if (j + u < j1 && j + u < fixed && mine) {
             load_nd<ND>(a.k, off, kf[u]);
             load_nd<ND>(a.v, off, vf[u]);
@@ -230,7 +252,7 @@ __global__ __launch_bounds__(AD_WARPS * 32) static void k_attn_gqa(gpu_attn a, u
         float s[AD_GH][KU];
 #pragma unroll
         for (int u = 0; u < KU; u++) {
-            int64_t off = ((j + u) * a.nkv + kvh) * d + lane * ND;
+            int64_t off = kvb + ((j + u) * a.nkv + kvh) * d + lane * ND;
             if (first && j + u < fixed) {
                 /* loaded before the wait (or past j1 / not this lane's: zeroed below) */
             } else if (j + u < j1 && mine) {

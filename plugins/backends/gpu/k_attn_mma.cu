@@ -6,7 +6,7 @@
  * online (running max and sum per row), so no T×S matrix exists. P is rounded to the input
  * dtype for the second product, as FlashAttention does. HIP has no mma.sync: there
  * gpu_attn_mma_ok says no and the SIMT kernel (k_attention.cu) runs. */
-#include "gpu_dtype.h"
+#include "gpu_mma.h"
 
 #define FA_WARPS 4
 #define FA_BQ (16 * FA_WARPS)
@@ -29,21 +29,6 @@ void gpu_attn_mma(gpuStream_t s, const gpu_attn *a)
     (void)a;
 }
 #else
-
-template <int DT>
-__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
-{
-    if (DT == GDT_BF16)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 /* two values as 16-bit DT, the first in the low half (the lower address) */
 template <int DT> __device__ __forceinline__ uint32_t pack2(float lo, float hi)

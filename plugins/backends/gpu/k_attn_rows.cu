@@ -3,18 +3,14 @@
  * pos[t]. Attention: one block per (row, head); its warps take keys 0..pos[t] of the
  * row's slot in turn (one key per warp step, the dot product reduced over the lanes),
  * keep an online softmax each and merge at the end. Slots and positions are read on the
- * device (a captured graph stays valid); a bad one is recorded in err. */
+ * device (a captured graph stays valid); a bad one is recorded in err. With key splits
+ * planned (nsplit), the rows go to the decode kernel instead (k_attn_decode.cu: GQA heads
+ * a block, keys split over blocks), which this kernel stays the fallback of. */
 #include "gpu_dtype.h"
 
-#define AR_WARPS 4
+#include <string.h>
 
-__device__ static void rows_error(int *err, int value, int node)
-{
-    if (atomicCAS(&err[0], 0, GPU_ERR_ROW_SLOT) == 0) {
-        err[1] = value;
-        err[2] = node;
-    }
-}
+#define AR_WARPS 4
 
 template <int ND>
 __global__ static void k_attn_rows(gpu_attn_rows a, int *err, int node)
@@ -92,6 +88,33 @@ void gpu_attention_rows(gpuStream_t s, const gpu_attn_rows *a, int *err, int nod
     unsigned grid = (unsigned)a->T * (unsigned)a->nh;
     if (!grid)
         return;
+    if (a->nsplit > 0 && a->part && a->cnt && ((uintptr_t)a->k.p | (uintptr_t)a->v.p) % 8 == 0) {
+        gpu_attn d;
+        memset(&d, 0, sizeof d);
+        d.q = a->q;
+        d.k = a->k;
+        d.v = a->v;
+        d.o = a->o;
+        d.pos = a->pos;
+        d.slots = a->slots;
+        d.T = a->T;
+        d.P = a->P;
+        d.S = a->S;
+        d.nh = a->nh;
+        d.nkv = a->nkv;
+        d.d = a->d;
+        d.scale = a->scale;
+        d.softcap = a->softcap;
+        d.causal = 1;
+        d.window = a->window;
+        d.nsplit = a->nsplit;
+        d.part = a->part;
+        d.cnt = a->cnt;
+        d.err = err;
+        d.node = node;
+        gpu_attn_decode(s, &d);
+        return;
+    }
     if (a->d <= 64)
         RLX_LAUNCH(k_attn_rows<2>, grid, 32 * AR_WARPS, 0, s)(*a, err, node);
     else if (a->d <= 128)

@@ -58,8 +58,6 @@ __device__ __forceinline__ void x8_load_add(const gpu_ten &x, const gpu_ten &res
     }
 }
 
-__device__ __forceinline__ float gv_silu(float x) { return x / (1.0f + expf(-x)); }
-
 /* up to GPU_GEMV_SEGS weights over one x: the columns of segment i are [end[i-1], end[i]);
  * res[i].p set: y = res + (x·Wᵀ rounded to pdt[i]); g.p set: x is rms-normed with g first */
 typedef struct gv_segs {
@@ -306,7 +304,7 @@ __global__ __launch_bounds__((MB == 1 ? GV_WARPS_MAX : GV_WARPS) * 32) static vo
             const float r = nrm ? rsqrtf((pre ? ssb : ss[m]) / (float)K + sg.eps) : 1.0f;
             float v = acc[m] * r;
             if (GLU)
-                v = gv_silu(v) * (accu[GLU ? m : 0] * r);
+                v = silu_f(v) * (accu[GLU ? m : 0] * r);
             else if (bias.p)
                 v += ldt(bias, n);
             if (res.p) /* the product as a matmul stores it, then the add */
@@ -404,6 +402,8 @@ static bool gv_overlap(gpu_ten a, gpu_ten b, int64_t K)
 void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *seg, int nseg,
                     int64_t M, int64_t K, const gpu_gemv_norm *nrm)
 {
+    if (M > 1 && !nrm && gpu_gemv_mma(s, x, wu, seg, nseg, M, K))
+        return;
     gv_segs sg;
     memset(&sg, 0, sizeof sg);
     uintptr_t al = (uintptr_t)x.p | (uintptr_t)wu.p;

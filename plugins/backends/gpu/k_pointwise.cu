@@ -24,8 +24,6 @@ __device__ static inline float gelu_tanh_f(float x)
     return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
 }
 
-__device__ static inline float silu_f(float x) { return x / (1.0f + expf(-x)); }
-
 __global__ static void k_unary(int op, gpu_ten x, gpu_ten y, int64_t n, float p)
 {
     GRID_STRIDE(i, n)
