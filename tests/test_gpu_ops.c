@@ -2295,17 +2295,19 @@ static void bench(gpu *g)
                2.0 * M2 * N2 * K2 / t * 1e-9);
         tfree(&xb);
         tfree(&yb);
-        /* the 1B decode shapes: o (and q), down, gate, LM head; then 8192 x 8192 in f32 and bf16 */
-        const int64_t shp[6][3] = {{RLX_BF16, 2048, 2048}, {RLX_BF16, 8192, 2048}, {RLX_BF16, 2048, 8192},
-                                   {RLX_BF16, 2048, 32000}, {RLX_F32, 8192, 8192}, {RLX_BF16, 8192, 8192}};
-        for (int c = 0; c < 6; c++) {
+        /* the 1B decode shapes: o (and q), down, gate, LM head; then 8192 x 8192 in f32 and bf16;
+         * the first three again as a batched step of 8 rows */
+        const int64_t shp[9][4] = {{RLX_BF16, 2048, 2048, 1}, {RLX_BF16, 8192, 2048, 1}, {RLX_BF16, 2048, 8192, 1},
+                                   {RLX_BF16, 2048, 32000, 1}, {RLX_F32, 8192, 8192, 1}, {RLX_BF16, 8192, 8192, 1},
+                                   {RLX_BF16, 2048, 2048, 8}, {RLX_BF16, 8192, 2048, 8}, {RLX_BF16, 2048, 8192, 8}};
+        for (int c = 0; c < 9; c++) {
             int dt = (int)shp[c][0];
-            int64_t Kv = shp[c][1], Nv = shp[c][2];
-            tens xv = rand_t(dt, 2, 1, Kv, 0, 1), wv = rand_t(dt, 2, Nv, Kv, 0, 1), yv = mk(dt, 2, 1, Nv, 0);
+            int64_t Kv = shp[c][1], Nv = shp[c][2], Mv = shp[c][3];
+            tens xv = rand_t(dt, 2, Mv, Kv, 0, 1), wv = rand_t(dt, 2, Nv, Kv, 0, 1), yv = mk(dt, 2, Mv, Nv, 0);
             tens iv[2] = {xv, wv};
             t = time_node(g, "rlx.matmul", iv, 2, &yv, NULL, 0, 50);
-            printf("BENCH %-6s gemv %s M=1 K=%lld N=%lld: %.4f ms, %.0f GB/s of weights\n", g->label,
-                   dtn(dt), (long long)Kv, (long long)Nv, t * 1e3, (double)tbytes(&wv) / t * 1e-9);
+            printf("BENCH %-6s gemv %s M=%lld K=%lld N=%lld: %.4f ms, %.0f GB/s of weights\n", g->label,
+                   dtn(dt), (long long)Mv, (long long)Kv, (long long)Nv, t * 1e3, (double)tbytes(&wv) / t * 1e-9);
             tfree(&xv);
             tfree(&wv);
             tfree(&yv);
