@@ -24,6 +24,21 @@ __device__ __forceinline__ uint16_t f_to_bf16(float f)
 __device__ __forceinline__ float f16_to_f(uint16_t b) { return __half2float(__ushort_as_half(b)); }
 __device__ __forceinline__ uint16_t f_to_f16(float f) { return __half_as_ushort(__float2half_rn(f)); }
 
+/* the segment of a GEMV's column *n among nseg segments (segment i: columns [end[i-1],
+ * end[i])); *n becomes the column within it and *N its width */
+__device__ __forceinline__ int gemv_seg(const int64_t *end, int nseg, int64_t *n, int64_t *N)
+{
+    int si = 0;
+#pragma unroll
+    for (int i = 1; i < GPU_GEMV_SEGS; i++)
+        if (i < nseg && *n >= end[i - 1])
+            si = i;
+    *N = si ? end[si] - end[si - 1] : end[0];
+    if (si)
+        *n -= end[si - 1];
+    return si;
+}
+
 __device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
 
 /* the first bad row of a batched step: its index and the node, for the host's message */

@@ -126,14 +126,8 @@ __global__ __launch_bounds__((MB == 1 ? GV_WARPS_MAX : GV_WARPS) * 32) static vo
     const bool pre = MB == 1 && VEC && sg.xsm; /* every warp meets the prologue's barrier */
     if (KS == 1 && !live && !pre)
         return;
-    int si = 0;
-#pragma unroll
-    for (int i = 1; i < GPU_GEMV_SEGS; i++)
-        if (i < sg.n && n >= sg.end[i - 1])
-            si = i;
-    const int64_t N = si ? sg.end[si] - sg.end[si - 1] : sg.end[0];
-    if (si)
-        n -= sg.end[si - 1];
+    int64_t N;
+    const int si = gemv_seg(sg.end, sg.n, &n, &N);
     const void *__restrict__ w = sg.w[si];
     const bool nrm = sg.g.p != NULL;
     float acc[MB], accu[GLU ? MB : 1], ss[MB];

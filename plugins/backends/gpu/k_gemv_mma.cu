@@ -69,14 +69,8 @@ __global__ __launch_bounds__(GM_WARPS * 32) static void k_gemv_mma(const uint16_
     __shared__ float red[GM_WARPS - 1][GLU ? 2 * NC : NC][32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     int64_t n0 = (int64_t)blockIdx.x * 16;
-    int si = 0;
-#pragma unroll
-    for (int i = 1; i < GPU_GEMV_SEGS; i++)
-        if (i < sg.n && n0 >= sg.end[i - 1])
-            si = i;
-    const int64_t N = si ? sg.end[si] - sg.end[si - 1] : sg.end[0];
-    if (si)
-        n0 -= sg.end[si - 1];
+    int64_t N;
+    const int si = gemv_seg(sg.end, sg.n, &n0, &N);
     const uint16_t *w = (const uint16_t *)sg.w[si];
     const int64_t ra = (n0 + g) * K, rb = ra + 8 * (int64_t)K;
     const int steps = K / 32;
