@@ -662,9 +662,9 @@ static int gpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
         be->rows_split = !(rs && strcmp(rs, "0") == 0);
         const char *gr = getenv("RLX_GPU_GEMV_ROWS");
         be->gemv_rows = gr && *gr ? atoi(gr) : 1;
+        be->gemv_rows = be->gemv_rows < 1 ? 1 : be->gemv_rows > GPU_GEMV_MAX_M ? GPU_GEMV_MAX_M : be->gemv_rows;
         const char *gm = getenv("RLX_GPU_GEMV_MMA");
         be->gemv_mma = !(gm && strcmp(gm, "0") == 0);
-        be->gemv_rows = be->gemv_rows < 1 ? 1 : be->gemv_rows > GPU_GEMV_MAX_M ? GPU_GEMV_MAX_M : be->gemv_rows;
         const char *nr = getenv("RLX_GPU_NORM_ROWS");
         be->norm_rows = nr && *nr ? atoi(nr) : 1;
         const char *g = getenv("RLX_GPU_GEMM");
