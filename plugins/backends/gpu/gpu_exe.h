@@ -141,6 +141,8 @@ typedef struct gpu_step {
      * cache rows before pos) nothing in the program writes before it: its kernel reads
      * them before waiting on the kernel before (pre_steps) */
     int pre;
+    int wfix; /* a matmul's weights (in[1], and linear_swiglu's in[2]) are fixed during the
+               * program (pre_steps): its GEMV may load them before its wait */
     gpu_tp_link tp; /* collectives: the rank, its group and communicator */
 } gpu_step;
 

@@ -518,7 +518,8 @@ static int fixed_at_start(const gpu_exe *x, const rlx_program *prog, int v)
 }
 
 /* Before its wait on the kernel before, a kernel may read only what no kernel of the step
- * writes before it. Graph replays start after all earlier work, so a rope's positions and
+ * writes before it. A matmul's weights qualify when fixed_at_start (wfix: its GEMV's first
+ * weights load before the wait). Graph replays start after all earlier work, so a rope's positions and
  * inv_freq, and an attention's pos, qualify when fixed_at_start; an attention's cache rows
  * before pos do when every step before it that writes the cache is a cache write at the
  * same pos (rows pos on). */
@@ -529,6 +530,9 @@ void pre_steps(gpu_exe *x, const rlx_program *prog)
     for (uint32_t i = 0; i < x->n_steps; i++) {
         gpu_step *st = &x->steps[i];
         st->pre = 0;
+        /* inputs are bound before any launch reads them, with or without a graph */
+        st->wfix = (st->op == OP_MATMUL || st->op == OP_LINEAR_SWIGLU) && fixed_at_start(x, prog, st->in[1]) &&
+                   (st->op != OP_LINEAR_SWIGLU || fixed_at_start(x, prog, st->in[2]));
         if (!x->graphs || !on)
             continue;
         if (st->op == OP_ROPE) {

@@ -171,7 +171,7 @@ static inline void gpu_gemm(gpuStream_t s, int b_nk, const float *a, const float
 /* Skinny product for M <= GPU_GEMV_MAX_M rows: y[M,N] = x[M,K]·W[N,K]ᵀ (+ bias), or with
  * wu: y = silu(x·Wᵀ) * (x·Wuᵀ). Streams W once with 16-byte loads, one warp per column. */
 #define GPU_GEMV_MAX_M 16
-void gpu_gemv(gpuStream_t s, gpu_ten x, gpu_ten w, gpu_ten wu, gpu_ten bias, gpu_ten y, int64_t M,
+void gpu_gemv(gpuStream_t s, gpu_ten x, gpu_ten w, gpu_ten wu, gpu_ten bias, gpu_ten y, int fixed, int64_t M,
               int64_t N, int64_t K);
 /* one launch for up to GPU_GEMV_SEGS products of the same x (weights in one dtype, each
  * [N_i,K] with its own bias and output): q/k/v projections in decode; wu only with one.
@@ -183,6 +183,9 @@ typedef struct gpu_gemv_seg {
     int64_t N;
     gpu_ten res;
     int pdt;
+    /* w (and a SwiGLU's up weights) no kernel of the program writes: the GEMV loads its first
+     * weights before waiting on the kernel before (else they may be that kernel's output) */
+    int fixed;
 } gpu_gemv_seg;
 typedef struct gpu_gemv_norm {
     gpu_ten g;

@@ -35,7 +35,7 @@ static int run_matmul(gpu_be *be, gpu_exe *x, const gpu_step *st, void *const *v
     int glu = st->op == OP_LINEAR_SWIGLU;
     gpu_ten third = st->n_in == 3 ? gpu_ten{vp[st->in[2]], st->dti[2]} : none;
     if (st->gemv) {
-        gpu_gemv(s, a, w, glu ? third : none, glu ? none : third, y, st->rows, st->n, st->k);
+        gpu_gemv(s, a, w, glu ? third : none, glu ? none : third, y, st->wfix, st->rows, st->n, st->k);
         return 0;
     }
     if (st->a_cast) {
@@ -222,7 +222,7 @@ static gpu_gemv_seg gv_seg(const gpu_step *st, void *const *vp)
 {
     const gpu_ten none = {NULL, GDT_F32};
     return gpu_gemv_seg{tin(st, vp, 1), st->n_in == 3 ? tin(st, vp, 2) : none, tout(st, vp, 0), st->n,
-                        none, GDT_F32};
+                        none, GDT_F32, st->wfix};
 }
 
 /* steps [j0, j1): gate, up, swiglu (one GEMV with the SwiGLU epilogue), a linear_swiglu,
@@ -239,6 +239,7 @@ static void norm_gemvs(gpuStream_t s, const gpu_exe *x, int j0, int j1, gpu_ten 
         sg[0] = gv_seg(gate, vp);
         sg[0].bias = none;
         sg[0].y = tout(c, vp, 0);
+        sg[0].fixed = gate->wfix && up->wfix;
         gpu_gemv_multi(s, xin, tin(up, vp, 1), sg, 1, a->rows, a->k, pn);
         return;
     }

@@ -436,16 +436,19 @@ void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *se
             sg.xsm = sg.xsm && vec;
         }
     }
-    sg.early = vec && gv_opt()->early;
+    bool fixed = true;
+    for (int i = 0; i < sg.n; i++)
+        fixed = fixed && seg[i].fixed;
+    sg.early = vec && gv_opt()->early && fixed;
     if (wu.p)
         launch_glu<true>(s, vec, seg[0].w.dt, x, sg, wu.p, M, K);
     else
         launch_glu<false>(s, vec, seg[0].w.dt, x, sg, wu.p, M, K);
 }
 
-void gpu_gemv(gpuStream_t s, gpu_ten x, gpu_ten w, gpu_ten wu, gpu_ten bias, gpu_ten y, int64_t M,
+void gpu_gemv(gpuStream_t s, gpu_ten x, gpu_ten w, gpu_ten wu, gpu_ten bias, gpu_ten y, int fixed, int64_t M,
               int64_t N, int64_t K)
 {
-    gpu_gemv_seg sg = {w, bias, y, N, {NULL, GDT_F32}, GDT_F32};
+    gpu_gemv_seg sg = {w, bias, y, N, {NULL, GDT_F32}, GDT_F32, fixed};
     gpu_gemv_multi(s, x, wu, &sg, 1, M, K, NULL);
 }

@@ -63,7 +63,8 @@ __device__ __forceinline__ void gm_load(uint4 *wa, uint4 *wb, uint4 *ua, uint4 *
 /* MT n8 tiles of x's rows (M <= 8 MT); U steps of weights in flight a lane */
 template <int DT, bool GLU, int MT, int U>
 __global__ __launch_bounds__(GM_WARPS * 32) static void k_gemv_mma(const uint16_t *__restrict__ x, gm_segs sg,
-                                                                   const uint16_t *__restrict__ wu, int M, int K)
+                                                                   const uint16_t *__restrict__ wu, int M, int K,
+                                                                   int early)
 {
     constexpr int NC = MT * 4; /* a lane's accumulators a product */
     __shared__ float red[GM_WARPS - 1][GLU ? 2 * NC : NC][32];
@@ -85,10 +86,11 @@ __global__ __launch_bounds__(GM_WARPS * 32) static void k_gemv_mma(const uint16_
         }
     uint4 wa[U], wb[U], ua[GLU ? U : 1], ub[GLU ? U : 1];
     RLX_PDL_TRIGGER(); /* the kernel after may launch and fetch its weights */
-    gm_load<GLU, U>(wa, wb, ua, ub, w, wu, ra, rb, warp, steps, t);
-    RLX_PDL_WAIT(); /* x may come from the kernel before */
+    if (early) /* fixed weights: their first round overlaps the kernel before */
+        gm_load<GLU, U>(wa, wb, ua, ub, w, wu, ra, rb, warp, steps, t);
+    RLX_PDL_WAIT(); /* x (and weights that are not fixed) may come from the kernel before */
     for (int s0 = warp; s0 < steps; s0 += GM_WARPS * U) {
-        if (s0 != warp)
+        if (s0 != warp || !early)
             gm_load<GLU, U>(wa, wb, ua, ub, w, wu, ra, rb, s0, steps, t);
 #pragma unroll
         for (int u = 0; u < U; u++) {
@@ -160,14 +162,17 @@ __global__ __launch_bounds__(GM_WARPS * 32) static void k_gemv_mma(const uint16_
 }
 
 template <int DT, bool GLU>
-static void gm_launch(gpuStream_t s, const uint16_t *x, const gm_segs &sg, const uint16_t *wu, int M, int K)
+static void gm_launch(gpuStream_t s, const uint16_t *x, const gm_segs &sg, const uint16_t *wu, int M, int K,
+                      int early)
 {
     const unsigned grid = (unsigned)(sg.end[sg.n - 1] / 16);
     constexpr int U = GLU ? 4 : 8; /* 64 registers of weights a lane either way */
     if (M > 8)
-        rlx_launch_pdl(rlx_pdl_on(1), k_gemv_mma<DT, GLU, 2, U>, dim3(grid), dim3(GM_WARPS * 32), 0, s, x, sg, wu, M, K);
+        rlx_launch_pdl(rlx_pdl_on(1), k_gemv_mma<DT, GLU, 2, U>, dim3(grid), dim3(GM_WARPS * 32), 0, s, x, sg, wu, M, K,
+                       early);
     else
-        rlx_launch_pdl(rlx_pdl_on(1), k_gemv_mma<DT, GLU, 1, U>, dim3(grid), dim3(GM_WARPS * 32), 0, s, x, sg, wu, M, K);
+        rlx_launch_pdl(rlx_pdl_on(1), k_gemv_mma<DT, GLU, 1, U>, dim3(grid), dim3(GM_WARPS * 32), 0, s, x, sg, wu, M, K,
+                       early);
 }
 
 int gpu_gemv_mma(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *seg, int nseg, int64_t M, int64_t K)
@@ -176,6 +181,7 @@ int gpu_gemv_mma(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *seg, 
         return 0;
     const int dt = seg[0].w.dt;
     uintptr_t al = (uintptr_t)x.p | (uintptr_t)wu.p;
+    int early = 1;
     gm_segs sg;
     memset(&sg, 0, sizeof sg);
     int64_t end = 0;
@@ -189,17 +195,18 @@ int gpu_gemv_mma(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *seg, 
         sg.pdt[i] = seg[i].pdt;
         sg.end[i] = end += seg[i].N;
         al |= (uintptr_t)seg[i].w.p;
+        early = early && seg[i].fixed;
     }
     sg.n = nseg;
     if (al % 16 || (wu.p && wu.dt != dt) || end / 16 > INT32_MAX)
         return 0;
     const uint16_t *xp = (const uint16_t *)x.p, *up = (const uint16_t *)wu.p;
     if (dt == GDT_BF16)
-        wu.p ? gm_launch<GDT_BF16, true>(s, xp, sg, up, (int)M, (int)K)
-             : gm_launch<GDT_BF16, false>(s, xp, sg, up, (int)M, (int)K);
+        wu.p ? gm_launch<GDT_BF16, true>(s, xp, sg, up, (int)M, (int)K, early)
+             : gm_launch<GDT_BF16, false>(s, xp, sg, up, (int)M, (int)K, early);
     else
-        wu.p ? gm_launch<GDT_F16, true>(s, xp, sg, up, (int)M, (int)K)
-             : gm_launch<GDT_F16, false>(s, xp, sg, up, (int)M, (int)K);
+        wu.p ? gm_launch<GDT_F16, true>(s, xp, sg, up, (int)M, (int)K, early)
+             : gm_launch<GDT_F16, false>(s, xp, sg, up, (int)M, (int)K, early);
     return 1;
 }
 #endif
