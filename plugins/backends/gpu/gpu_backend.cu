@@ -182,6 +182,7 @@ static int rows_build(const rlx_node_desc *nd, const rlx_value_desc *vals, gpu_s
         a->nh = (int)x->shape.dims[1];
         a->d = (int)x->shape.dims[2];
         st->nb = k->shape.dims[0];
+        a->P = (int)st->nb;
         a->S = (int)k->shape.dims[1];
         a->nkv = (int)k->shape.dims[2];
         if (x->shape.ndim != 3 || k->shape.ndim != 4 || v->shape.ndim != 4 || k->shape.dims[3] != a->d ||

@@ -139,22 +139,12 @@ int gpu_attn_key_splits(int T, int S, int nh, int nkv, int d, int sms);
 int64_t gpu_attn_part_floats(int T, int nh, int d, int nsplit);
 int64_t gpu_attn_counters(int T, int nh, int nkv);
 
-/* k_attn_rows.cu: batched decode. Row t of q [T, nh, d] is the new token of the sequence
- * in slot slots[t] of k, v [P, S, nkv, d], at position pos[t] (keys 0..pos[t]); a slot or
- * position out of range records GPU_ERR_ROW_SLOT with the row. */
-typedef struct gpu_attn_rows {
-    gpu_ten q, k, v, o;
-    const int32_t *pos, *slots;
-    int T, P, S, nh, nkv, d;
-    float scale, softcap;
-    int window;
-    /* nsplit > 0 (gpu_attn_key_splits) with part and cnt as gpu_attn's: the decode kernel's
-     * key splits; 0: a block per row and head */
-    int nsplit;
-    float *part;
-    unsigned *cnt;
-} gpu_attn_rows;
-void gpu_attention_rows(gpuStream_t s, const gpu_attn_rows *a, int *err, int node);
+/* k_attn_rows.cu: batched decode, a gpu_attn with slots set. Row t of q [T, nh, d] is the new
+ * token of the sequence in slot slots[t] of k, v [P, S, nkv, d], at position pos[t] (keys
+ * 0..pos[t]); a slot or position out of range records GPU_ERR_ROW_SLOT with the row in err
+ * for node. nsplit > 0 (gpu_attn_key_splits) with part and cnt: the decode kernel's key
+ * splits; 0: a block per row and head. */
+void gpu_attention_rows(gpuStream_t s, const gpu_attn *a);
 void gpu_cache_write_rows(gpuStream_t s, void *cache, const void *x, const int32_t *pos, const int32_t *slots,
                           int64_t P, int64_t S, int64_t T, int64_t row_elems, int esize, int *err, int node);
 

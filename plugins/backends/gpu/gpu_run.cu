@@ -703,26 +703,18 @@ int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d)
 static void rows_run(gpu_be *be, const gpu_exe *x, const gpu_step *st, void *const *vp, gpuError_t *e)
 {
     if (st->op == OP_ATTN_ROWS) {
-        gpu_attn_rows a;
+        gpu_attn a = st->attn; /* shapes, scale, window, softcap, P and nsplit from the build */
         a.q = gpu_ten{vp[st->in[0]], st->dti[0]};
         a.k = gpu_ten{vp[st->in[1]], st->dti[1]};
         a.v = gpu_ten{vp[st->in[2]], st->dti[2]};
         a.o = gpu_ten{vp[st->out[0]], st->dto[0]};
         a.pos = (const int32_t *)vp[st->in[3]];
         a.slots = (const int32_t *)vp[st->in[4]];
-        a.T = st->attn.T;
-        a.P = (int)st->nb;
-        a.S = st->attn.S;
-        a.nh = st->attn.nh;
-        a.nkv = st->attn.nkv;
-        a.d = st->attn.d;
-        a.scale = st->attn.scale;
-        a.softcap = st->attn.softcap;
-        a.window = st->attn.window;
-        a.nsplit = st->attn.nsplit;
         a.part = (float *)(void *)x->scratch;
         a.cnt = x->attn_cnt;
-        gpu_attention_rows(be->stream, &a, be->err_dev, st->node);
+        a.err = be->err_dev;
+        a.node = st->node;
+        gpu_attention_rows(be->stream, &a);
         return;
     }
     int es = esize(st->dto[0]);

@@ -8,12 +8,10 @@
  * a block, keys split over blocks), which this kernel stays the fallback of. */
 #include "gpu_dtype.h"
 
-#include <string.h>
-
 #define AR_WARPS 4
 
 template <int ND>
-__global__ static void k_attn_rows(gpu_attn_rows a, int *err, int node)
+__global__ static void k_attn_rows(gpu_attn a)
 {
     __shared__ float s_m[AR_WARPS], s_l[AR_WARPS], s_acc[AR_WARPS][32 * ND];
     const int b = blockIdx.x / a.nh, h = blockIdx.x % a.nh;
@@ -22,7 +20,7 @@ __global__ static void k_attn_rows(gpu_attn_rows a, int *err, int node)
     const int64_t oq = ((int64_t)b * a.nh + h) * d;
     if (p < 0 || p >= a.S || sl < 0 || sl >= a.P) {
         if (threadIdx.x == 0 && h == 0)
-            rows_error(err, b, node);
+            rows_error(a.err, b, a.node);
         for (int i = threadIdx.x; i < d; i += blockDim.x)
             stt(a.o, oq + i, 0.0f);
         return;
@@ -83,44 +81,21 @@ __global__ static void k_attn_rows(gpu_attn_rows a, int *err, int node)
     }
 }
 
-void gpu_attention_rows(gpuStream_t s, const gpu_attn_rows *a, int *err, int node)
+void gpu_attention_rows(gpuStream_t s, const gpu_attn *a)
 {
     unsigned grid = (unsigned)a->T * (unsigned)a->nh;
     if (!grid)
         return;
     if (a->nsplit > 0 && a->part && a->cnt && ((uintptr_t)a->k.p | (uintptr_t)a->v.p) % 8 == 0) {
-        gpu_attn d;
-        memset(&d, 0, sizeof d);
-        d.q = a->q;
-        d.k = a->k;
-        d.v = a->v;
-        d.o = a->o;
-        d.pos = a->pos;
-        d.slots = a->slots;
-        d.T = a->T;
-        d.P = a->P;
-        d.S = a->S;
-        d.nh = a->nh;
-        d.nkv = a->nkv;
-        d.d = a->d;
-        d.scale = a->scale;
-        d.softcap = a->softcap;
-        d.causal = 1;
-        d.window = a->window;
-        d.nsplit = a->nsplit;
-        d.part = a->part;
-        d.cnt = a->cnt;
-        d.err = err;
-        d.node = node;
-        gpu_attn_decode(s, &d);
+        gpu_attn_decode(s, a);
         return;
     }
     if (a->d <= 64)
-        RLX_LAUNCH(k_attn_rows<2>, grid, 32 * AR_WARPS, 0, s)(*a, err, node);
+        RLX_LAUNCH(k_attn_rows<2>, grid, 32 * AR_WARPS, 0, s)(*a);
     else if (a->d <= 128)
-        RLX_LAUNCH(k_attn_rows<4>, grid, 32 * AR_WARPS, 0, s)(*a, err, node);
+        RLX_LAUNCH(k_attn_rows<4>, grid, 32 * AR_WARPS, 0, s)(*a);
     else
-        RLX_LAUNCH(k_attn_rows<8>, grid, 32 * AR_WARPS, 0, s)(*a, err, node);
+        RLX_LAUNCH(k_attn_rows<8>, grid, 32 * AR_WARPS, 0, s)(*a);
 }
 
 template <typename E>
