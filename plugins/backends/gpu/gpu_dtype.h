@@ -24,18 +24,48 @@ __device__ __forceinline__ uint16_t f_to_bf16(float f)
 __device__ __forceinline__ float f16_to_f(uint16_t b) { return __half2float(__ushort_as_half(b)); }
 __device__ __forceinline__ uint16_t f_to_f16(float f) { return __half_as_ushort(__float2half_rn(f)); }
 
-/* the segment of a GEMV's column *n among nseg segments (segment i: columns [end[i-1],
- * end[i])); *n becomes the column within it and *N its width */
-__device__ __forceinline__ int gemv_seg(const int64_t *end, int nseg, int64_t *n, int64_t *N)
+/* up to GPU_GEMV_SEGS weights over one x, as the GEMV kernels take them: the columns of
+ * segment i are [end[i-1], end[i]); res[i].p set: y = res + (x·Wᵀ rounded to pdt[i]) */
+struct gemv_segs {
+    const void *w[GPU_GEMV_SEGS];
+    gpu_ten bias[GPU_GEMV_SEGS], y[GPU_GEMV_SEGS], res[GPU_GEMV_SEGS];
+    int pdt[GPU_GEMV_SEGS];
+    int64_t end[GPU_GEMV_SEGS];
+    int n;
+};
+
+/* sg's segments from seg[0..n) (1 <= n <= GPU_GEMV_SEGS); returns the weights' addresses
+ * or'ed together (their alignment) and sets *fixed when every segment's weights are fixed */
+static inline uintptr_t gemv_segs_fill(gemv_segs *sg, const gpu_gemv_seg *seg, int n, bool *fixed)
+{
+    uintptr_t al = 0;
+    int64_t end = 0;
+    *fixed = true;
+    sg->n = n;
+    for (int i = 0; i < n; i++) {
+        sg->w[i] = seg[i].w.p;
+        sg->bias[i] = seg[i].bias;
+        sg->y[i] = seg[i].y;
+        sg->res[i] = seg[i].res;
+        sg->pdt[i] = seg[i].pdt;
+        sg->end[i] = end += seg[i].N;
+        al |= (uintptr_t)seg[i].w.p;
+        *fixed = *fixed && seg[i].fixed;
+    }
+    return al;
+}
+
+/* the segment of a GEMV's column *n; *n becomes the column within it and *N its width */
+__device__ __forceinline__ int gemv_seg(const gemv_segs &sg, int64_t *n, int64_t *N)
 {
     int si = 0;
 #pragma unroll
     for (int i = 1; i < GPU_GEMV_SEGS; i++)
-        if (i < nseg && *n >= end[i - 1])
+        if (i < sg.n && *n >= sg.end[i - 1])
             si = i;
-    *N = si ? end[si] - end[si - 1] : end[0];
+    *N = si ? sg.end[si] - sg.end[si - 1] : sg.end[0];
     if (si)
-        *n -= end[si - 1];
+        *n -= sg.end[si - 1];
     return si;
 }
 

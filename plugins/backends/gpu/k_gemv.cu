@@ -58,14 +58,8 @@ __device__ __forceinline__ void x8_load_add(const gpu_ten &x, const gpu_ten &res
     }
 }
 
-/* up to GPU_GEMV_SEGS weights over one x: the columns of segment i are [end[i-1], end[i]);
- * res[i].p set: y = res + (x·Wᵀ rounded to pdt[i]); g.p set: x is rms-normed with g first */
-typedef struct gv_segs {
-    const void *w[GPU_GEMV_SEGS];
-    gpu_ten bias[GPU_GEMV_SEGS], y[GPU_GEMV_SEGS], res[GPU_GEMV_SEGS];
-    int pdt[GPU_GEMV_SEGS];
-    int64_t end[GPU_GEMV_SEGS];
-    int n;
+/* the segments (gemv_segs) and the norm: g.p set: x is rms-normed with g first */
+struct gv_segs : gemv_segs {
     gpu_ten g, xres, xsum; /* xres.p: x + xres, rounded to xsum.dt, is the x (stored there too) */
     unsigned *last;        /* set: xsum is stored by the last block past the prologue (in place) */
     int64_t xsum_n;        /* K */
@@ -76,7 +70,7 @@ typedef struct gv_segs {
               * norm weight and the residual beside every weight it streams) */
     int early; /* VEC: a warp's first GV_U weight vectors loaded before waiting on the kernel
                 * before (constant data), so that round trip overlaps its tail and the prologue */
-} gv_segs;
+};
 
 /* a lane's GV_U weight vectors (and GLU's up vectors) from k0 on */
 template <int WD, bool GLU, int KS>
@@ -127,7 +121,7 @@ __global__ __launch_bounds__((MB == 1 ? GV_WARPS_MAX : GV_WARPS) * 32) static vo
     if (KS == 1 && !live && !pre)
         return;
     int64_t N;
-    const int si = gemv_seg(sg.end, sg.n, &n, &N);
+    const int si = gemv_seg(sg, &n, &N);
     const void *__restrict__ w = sg.w[si];
     const bool nrm = sg.g.p != NULL;
     float acc[MB], accu[GLU ? MB : 1], ss[MB];
@@ -398,20 +392,10 @@ void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *se
 {
     if (M > 1 && !nrm && gpu_gemv_mma(s, x, wu, seg, nseg, M, K))
         return;
-    gv_segs sg;
-    memset(&sg, 0, sizeof sg);
-    uintptr_t al = (uintptr_t)x.p | (uintptr_t)wu.p;
-    int64_t end = 0;
-    sg.n = nseg < 1 ? 1 : nseg > GPU_GEMV_SEGS ? GPU_GEMV_SEGS : nseg;
-    for (int i = 0; i < sg.n; i++) {
-        sg.w[i] = seg[i].w.p;
-        sg.bias[i] = seg[i].bias;
-        sg.y[i] = seg[i].y;
-        sg.res[i] = seg[i].res;
-        sg.pdt[i] = seg[i].pdt;
-        sg.end[i] = end += seg[i].N;
-        al |= (uintptr_t)seg[i].w.p;
-    }
+    gv_segs sg{};
+    bool fixed;
+    uintptr_t al = (uintptr_t)x.p | (uintptr_t)wu.p |
+                   gemv_segs_fill(&sg, seg, nseg < 1 ? 1 : nseg > GPU_GEMV_SEGS ? GPU_GEMV_SEGS : nseg, &fixed);
     if (nrm) {
         sg.g = nrm->g;
         sg.eps = nrm->eps;
@@ -421,7 +405,7 @@ void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *se
         sg.xsum_n = K;
         al |= (uintptr_t)nrm->g.p | (uintptr_t)nrm->res.p;
     }
-    if (end <= 0)
+    if (sg.end[sg.n - 1] <= 0)
         return;
     bool vec = K % 8 == 0 && al % 16 == 0;
     sg.xsm = nrm && vec && M == 1 && K * 4 <= GV_XSM_MAX && gv_opt()->xsm;
@@ -436,9 +420,6 @@ void gpu_gemv_multi(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *se
             sg.xsm = sg.xsm && vec;
         }
     }
-    bool fixed = true;
-    for (int i = 0; i < sg.n; i++)
-        fixed = fixed && seg[i].fixed;
     sg.early = vec && gv_opt()->early && fixed;
     if (wu.p)
         launch_glu<true>(s, vec, seg[0].w.dt, x, sg, wu.p, M, K);

@@ -10,8 +10,6 @@
  * gpu_gemv_multi's epilogues: bias, SwiGLU (wu: the up weights), the residual add. */
 #include "gpu_mma.h"
 
-#include <string.h>
-
 #define GM_WARPS 8 /* a block's warps, each every 8th step of K */
 
 int gpu_gemv_mma_ok(int wdt, int xdt, int64_t N, int64_t K)
@@ -31,14 +29,6 @@ int gpu_gemv_mma(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *seg, 
     return 0;
 }
 #else
-
-typedef struct gm_segs {
-    const void *w[GPU_GEMV_SEGS];
-    gpu_ten bias[GPU_GEMV_SEGS], y[GPU_GEMV_SEGS], res[GPU_GEMV_SEGS];
-    int pdt[GPU_GEMV_SEGS];
-    int64_t end[GPU_GEMV_SEGS]; /* segment i's columns: [end[i-1], end[i]) */
-    int n;
-} gm_segs;
 
 /* a lane's weights for the U steps s0, s0 + GM_WARPS, ...: 8 of column g (ra) and of g + 8 (rb) */
 template <bool GLU, int U>
@@ -62,7 +52,7 @@ __device__ __forceinline__ void gm_load(uint4 *wa, uint4 *wb, uint4 *ua, uint4 *
 
 /* MT n8 tiles of x's rows (M <= 8 MT); U steps of weights in flight a lane */
 template <int DT, bool GLU, int MT, int U>
-__global__ __launch_bounds__(GM_WARPS * 32) static void k_gemv_mma(const uint16_t *__restrict__ x, gm_segs sg,
+__global__ __launch_bounds__(GM_WARPS * 32) static void k_gemv_mma(const uint16_t *__restrict__ x, gemv_segs sg,
                                                                    const uint16_t *__restrict__ wu, int M, int K,
                                                                    int early)
 {
@@ -71,7 +61,7 @@ __global__ __launch_bounds__(GM_WARPS * 32) static void k_gemv_mma(const uint16_
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     int64_t n0 = (int64_t)blockIdx.x * 16;
     int64_t N;
-    const int si = gemv_seg(sg.end, sg.n, &n0, &N);
+    const int si = gemv_seg(sg, &n0, &N);
     const uint16_t *w = (const uint16_t *)sg.w[si];
     const int64_t ra = (n0 + g) * K, rb = ra + 8 * (int64_t)K;
     const int steps = K / 32;
@@ -162,7 +152,7 @@ __global__ __launch_bounds__(GM_WARPS * 32) static void k_gemv_mma(const uint16_
 }
 
 template <int DT, bool GLU>
-static void gm_launch(gpuStream_t s, const uint16_t *x, const gm_segs &sg, const uint16_t *wu, int M, int K,
+static void gm_launch(gpuStream_t s, const uint16_t *x, const gemv_segs &sg, const uint16_t *wu, int M, int K,
                       int early)
 {
     const unsigned grid = (unsigned)(sg.end[sg.n - 1] / 16);
@@ -180,25 +170,14 @@ int gpu_gemv_mma(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *seg, 
     if (M < 2 || M > GPU_GEMV_MAX_M || nseg < 1 || nseg > GPU_GEMV_SEGS || K > INT32_MAX)
         return 0;
     const int dt = seg[0].w.dt;
-    uintptr_t al = (uintptr_t)x.p | (uintptr_t)wu.p;
-    int early = 1;
-    gm_segs sg;
-    memset(&sg, 0, sizeof sg);
-    int64_t end = 0;
-    for (int i = 0; i < nseg; i++) {
+    for (int i = 0; i < nseg; i++)
         if (seg[i].w.dt != dt || !gpu_gemv_mma_ok(dt, x.dt, seg[i].N, K))
             return 0;
-        sg.w[i] = seg[i].w.p;
-        sg.bias[i] = seg[i].bias;
-        sg.y[i] = seg[i].y;
-        sg.res[i] = seg[i].res;
-        sg.pdt[i] = seg[i].pdt;
-        sg.end[i] = end += seg[i].N;
-        al |= (uintptr_t)seg[i].w.p;
-        early = early && seg[i].fixed;
-    }
-    sg.n = nseg;
-    if (al % 16 || (wu.p && wu.dt != dt) || end / 16 > INT32_MAX)
+    gemv_segs sg{};
+    bool fixed;
+    const uintptr_t al = (uintptr_t)x.p | (uintptr_t)wu.p | gemv_segs_fill(&sg, seg, nseg, &fixed);
+    const int early = fixed;
+    if (al % 16 || (wu.p && wu.dt != dt) || sg.end[nseg - 1] / 16 > INT32_MAX)
         return 0;
     const uint16_t *xp = (const uint16_t *)x.p, *up = (const uint16_t *)wu.p;
     if (dt == GDT_BF16)
