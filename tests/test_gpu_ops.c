@@ -1022,13 +1022,17 @@ static void test_half(gpu *g)
     mm_case(g, 40, 128, 72, RLX_F16, RLX_F16, RLX_F32, 1, 0);
     mm_case(g, 37, 136, 70, RLX_BF16, RLX_BF16, RLX_BF16, 0, 1);
     /* batched rows, 16-bit x in the weights' dtype, N % 16 and K % 32 zero: tensor cores
-     * (k_gemv_mma.cu), 2..16 rows (one or two n8 tiles), bias, SwiGLU, K over 1..32 steps a warp */
+     * (k_gemv_mma.cu), 2..16 rows (one or two n8 tiles), bias, SwiGLU, K over 1..32 steps a warp;
+     * 17..32 rows (a batched step of more sequences) on cuBLAS */
     mm_case(g, 8, 2048, 528, RLX_BF16, RLX_BF16, RLX_BF16, 1, 0);
     mm_case(g, 9, 1024, 256, RLX_F16, RLX_F16, RLX_F32, 0, 0);
     mm_case(g, 16, 8192, 64, RLX_BF16, RLX_BF16, RLX_BF16, 0, 0);
     mm_case(g, 2, 288, 48, RLX_F16, RLX_F16, RLX_F16, 0, 1);
     mm_case(g, 13, 512, 128, RLX_BF16, RLX_BF16, RLX_BF16, 0, 1);
     mm_case(g, 3, 32, 16, RLX_BF16, RLX_BF16, RLX_F32, 1, 0);
+    mm_case(g, 32, 2048, 256, RLX_BF16, RLX_BF16, RLX_BF16, 1, 0);
+    mm_case(g, 24, 1024, 96, RLX_F16, RLX_F16, RLX_F32, 0, 1);
+    mm_case(g, 17, 512, 64, RLX_BF16, RLX_BF16, RLX_BF16, 0, 0);
     /* one row, few columns over a long K: the skinny kernel splits K over 2 or 4 warps */
     mm_case(g, 1, 4104, 70, RLX_BF16, RLX_BF16, RLX_BF16, 1, 0);
     mm_case(g, 1, 1031, 90, RLX_F32, RLX_F16, RLX_F32, 0, 0);
@@ -1676,27 +1680,28 @@ static void fused_glu(gpu *g, int64_t M, int64_t N, int64_t K, int wdt, int norm
     free(u);
 }
 
-/* rms_norm then one decode product (the final norm and the LM head): the GEMV norms x
- * itself; out: the norm's output is also a program output, so it stays a launch */
-static void fused_norm_gemv(gpu *g, int64_t N, int64_t K, int dt, int add_one, int out)
+/* rms_norm then one decode product of M rows (the final norm and the LM head): one row's
+ * GEMV norms x itself, several 16-bit rows run the norm kernel then the tensor-core GEMV;
+ * out: the norm's output is also a program output, so it stays a launch */
+static void fused_norm_gemv(gpu *g, int64_t M, int64_t N, int64_t K, int dt, int add_one, int out)
 {
     enum { S, G, W, H, Y, NV };
-    tens t[NV] = {rand_t(dt, 2, 1, K, 0, 3), rand_t(dt, 1, K, 0, 0, 1), rand_t(dt, 2, N, K, 0, 1),
-                  mk(dt, 2, 1, K, 0), mk(RLX_F32, 2, 1, N, 0)};
+    tens t[NV] = {rand_t(dt, 2, M, K, 0, 3), rand_t(dt, 1, K, 0, 0, 1), rand_t(dt, 2, N, K, 0, 1),
+                  mk(dt, 2, M, K, 0), mk(RLX_F32, 2, M, N, 0)};
     const int kind[NV] = {RLX_VALUE_INPUT, RLX_VALUE_INPUT, RLX_VALUE_INPUT,
                           out ? RLX_VALUE_OUTPUT : RLX_VALUE_TEMP, RLX_VALUE_OUTPUT};
     const int share[NV] = {-1, -1, -1, -1, -1};
     rlx_attr at[2] = {RLX_ATTR_F("eps", 1e-5), RLX_ATTR_I("add_one", add_one)};
     pnode nodes[2] = {{"rlx.rms_norm", {S, G}, {H}, 2, 1, at, 2}, {"rlx.matmul", {H, W}, {Y}, 2, 1, NULL, 0}};
-    float *x = ref_rms(&t[S], &t[G], add_one, 1, K);
-    double *r = dalloc(N), *rh = dalloc(K);
-    ref_matmul(x, t[W].f, NULL, r, 1, N, K, 1);
-    for (int64_t k = 0; k < K; k++)
+    float *x = ref_rms(&t[S], &t[G], add_one, M, K);
+    double *r = dalloc(M * N), *rh = dalloc(M * K);
+    ref_matmul(x, t[W].f, NULL, r, M, N, K, 1);
+    for (int64_t k = 0; k < M * K; k++)
         rh[k] = x[k];
     rlx_diag d;
     char what[80];
-    snprintf(what, sizeof what, "fused rms_norm%s + gemv N=%lld K=%lld %s%s", add_one ? "(1+g)" : "",
-             (long long)N, (long long)K, dtn(dt), out ? " (norm also out)" : "");
+    snprintf(what, sizeof what, "fused rms_norm%s + gemv M=%lld N=%lld K=%lld %s%s", add_one ? "(1+g)" : "",
+             (long long)M, (long long)N, (long long)K, dtn(dt), out ? " (norm also out)" : "");
     if (run_prog(g, t, kind, share, NV, nodes, 2, &d))
         fail_msg(g, what, d.msg);
     else
@@ -1856,6 +1861,78 @@ static void fused_rope_cache(gpu *g, int dt, int32_t at)
     free(rv);
 }
 
+/* the same for a batched decode step: T rows, each roped at its own position and stored in
+ * its own slot of the k and v caches [P, S, nkv, d] (rlx.cache_write_rows, in place); bad:
+ * row 1's slot is outside the pool, which must fail naming the row */
+static void fused_rope_cache_rows(gpu *g, int dt, int bad)
+{
+    const int64_t T = 3, nh = 4, nkv = 2, d = 32, S = 16, P = 4, row = nkv * d;
+    enum { Q, K, V, POS, SL, INV, KC, VC, QR, KR, KO, VO, NV };
+    tens t[NV] = {rand_t(dt, 3, T, nh, d, 1), rand_t(dt, 3, T, nkv, d, 1), rand_t(dt, 3, T, nkv, d, 1),
+                  mk(RLX_I32, 1, T, 0, 0), mk(RLX_I32, 1, T, 0, 0), mk(RLX_F32, 1, d / 2, 0, 0),
+                  rand_t(dt, 3, P * S, nkv, d, 1), rand_t(dt, 3, P * S, nkv, d, 1), mk(dt, 3, T, nh, d),
+                  mk(dt, 3, T, nkv, d), mk(dt, 3, P * S, nkv, d), mk(dt, 3, P * S, nkv, d)};
+    int kind[NV], share[NV];
+    for (int k = 0; k < NV; k++) {
+        kind[k] = k < QR ? RLX_VALUE_INPUT : k == KR ? RLX_VALUE_TEMP : RLX_VALUE_OUTPUT;
+        share[k] = k == KO ? KC : k == VO ? VC : -1;
+        if (k == KC || k == VC || k == KO || k == VO) { /* [P, S, nkv, d] */
+            t[k].shape.ndim = 4;
+            t[k].shape.dims[0] = P, t[k].shape.dims[1] = S, t[k].shape.dims[2] = nkv, t[k].shape.dims[3] = d;
+        }
+    }
+    const int32_t pos[3] = {7, 0, 15}, slot[3] = {2, 0, 3};
+    for (int64_t r = 0; r < T; r++)
+        t[POS].i[r] = pos[r], t[SL].i[r] = slot[r];
+    if (bad)
+        t[SL].i[1] = (int32_t)P;
+    for (int64_t i = 0; i < d / 2; i++)
+        t[INV].f[i] = (float)pow(10000.0, -2.0 * (double)i / (double)d);
+    pnode nodes[4] = {{"rlx.rope", {Q, POS, INV}, {QR}, 3, 1, NULL, 0},
+                      {"rlx.rope", {K, POS, INV}, {KR}, 3, 1, NULL, 0},
+                      {"rlx.cache_write_rows", {KC, KR, POS, SL}, {KO}, 4, 1, NULL, 0},
+                      {"rlx.cache_write_rows", {VC, V, POS, SL}, {VO}, 4, 1, NULL, 0}};
+    double *rq = dalloc(T * nh * d), *rk = dalloc(P * S * row), *rv = dalloc(P * S * row);
+    for (int64_t e = 0; e < P * S * row; e++) {
+        rk[e] = t[KC].f[e];
+        rv[e] = t[VC].f[e];
+    }
+    for (int64_t r = 0; r < T; r++) {
+        for (int64_t h = 0; h < nh; h++)
+            ref_rope_row(t[Q].f + (r * nh + h) * d, t[INV].f, d, pos[r], rq + (r * nh + h) * d);
+        const int64_t at = ((int64_t)slot[r] * S + pos[r]) * row;
+        for (int64_t h = 0; h < nkv; h++)
+            ref_rope_row(t[K].f + (r * nkv + h) * d, t[INV].f, d, pos[r], rk + at + h * d);
+        for (int64_t j = 0; j < row; j++) {
+            rk[at + j] = as_dt(dt, rk[at + j]);
+            rv[at + j] = t[V].f[r * row + j];
+        }
+    }
+    rlx_diag d_;
+    char what[80];
+    snprintf(what, sizeof what, "fused rope q,k + cache_write_rows k,v %s%s", dtn(dt), bad ? " bad slot" : "");
+    int rc = run_prog(g, t, kind, share, NV, nodes, 4, &d_);
+    if (bad) {
+        const char *want = "rlx.cache_write_rows (node 2): row 1: its slot or position is outside the 4 slots of 16 rows";
+        checks++;
+        if (rc && strstr(d_.msg, want)) {
+            printf("%-6s %-44s error ok: %s\n", g->label, what, d_.msg);
+        } else {
+            failures++;
+            printf("%-6s %-44s FAIL: rc %d, message '%s' lacks '%s'\n", g->label, what, rc, d_.msg, want);
+        }
+    } else if (rc) {
+        fail_msg(g, what, d_.msg);
+    } else {
+        report(g, what, fmax(rel_l2(&t[QR], rq), fmax(rel_l2(&t[KO], rk), rel_l2(&t[VO], rv))), tol_of(dt));
+    }
+    for (int k = 0; k < NV; k++)
+        tfree(&t[k]);
+    free(rq);
+    free(rk);
+    free(rv);
+}
+
 /* The attention inputs of T rows in the schedule's order: q, rope q, k, rope k, v, cache
  * writes (one row: decode's GEMVs, the last two fuse; more than GPU_GEMV_MAX_M rows: a
  * prefill, whose q/k/v may run as one GEMM over weights side by side, the ropes reading its
@@ -1982,8 +2059,13 @@ static void test_fused(gpu *g)
         fused_glu(g, k == 2 ? 3 : 1, 72, 1024, dt, 1); /* one row: K over 2 warps */
         fused_gemvs(g, k == 1 ? 1 : 3, RLX_F32, dt, 64, 40, 24);
         fused_gemvs(g, k == 0 ? 2 : 4 * k + 3, dt, dt, 64, 32, 48); /* 11 rows: two n8 tiles */
+        fused_gemvs(g, 29, dt, dt, 64, 32, 48); /* more rows than the GEMVs take: cuBLAS */
         fused_rope_cache(g, dt, 5);
-        fused_norm_gemv(g, 72, k == 1 ? 4104 : 520, dt, k == 2, 0);
+        fused_rope_cache_rows(g, dt, 0);
+        fused_norm_gemv(g, 1, 72, k == 1 ? 4104 : 520, dt, k == 2, 0);
+        /* batched rows: the norm, then in 16 bits the tensor-core GEMV (N % 16, K % 32) */
+        fused_norm_gemv(g, k == 1 ? 8 : 13, 80, k == 1 ? 2048 : 544, dt, k == 2, 0);
+        fused_glu(g, k == 1 ? 6 : 16, 96, 1024, dt, 1);
         for (int over = 0; over < 3; over++)
             fused_gemv_add(g, dt, over == 1 && k == 1, over);
         for (int over = 0; over < 4; over++)
@@ -1994,14 +2076,15 @@ static void test_fused(gpu *g)
             decode_sum_entry(g, dt, c % 2, c / 2, 1032);
         decode_sum_entry(g, dt, k == 1, 1 + k % 2, 8200);
     }
-    fused_norm_gemv(g, 72, 1024, RLX_BF16, 0, 1);
+    fused_norm_gemv(g, 1, 72, 1024, RLX_BF16, 0, 1);
     /* one-row 16-bit GEMVs over many waves of blocks (up to 33,000 columns, K split over 1
      * or 2 warps) and rows that are not a multiple of 256 elements (2056) */
     fused_glu(g, 1, 2304, 2048, RLX_BF16, 1);
     fused_glu(g, 1, 1000, 2056, RLX_F16, 0);
-    fused_norm_gemv(g, 4100, 2056, RLX_BF16, 1, 0);
-    fused_norm_gemv(g, 33000, 1024, RLX_F16, 0, 1);
+    fused_norm_gemv(g, 1, 4100, 2056, RLX_BF16, 1, 0);
+    fused_norm_gemv(g, 1, 33000, 1024, RLX_F16, 0, 1);
     fused_rope_cache(g, RLX_BF16, 16);
+    fused_rope_cache_rows(g, RLX_F16, 1);
     for (int c = 0; c < 12; c++)
         attn_inputs_case(g, c % 6 < 2 || c % 6 == 4 ? RLX_BF16 : RLX_F32, 1, c % 2, c % 6 >= 4, c >= 6, 0);
     /* a prefill of 24 rows: weights side by side (one q/k/v GEMM) and apart, every dtype */

@@ -175,7 +175,8 @@ typedef struct gpu_exe {
     void **graph_ptrs;
     gpuGraphExec_t graph;
     int has_graph;
-    int decode; /* every matmul has <= GPU_GEMV_MAX_M rows (the profile's phase) */
+    int decode; /* the profile's phase: every matmul has <= GPU_GEMV_MAX_M rows, or the program
+                 * is a batched decode step (it runs rows ops: one row a sequence, any count) */
     int norm_rows; /* most rows whose GEMVs absorb an rms_norm (be->norm_rows) */
     int qkv_gemm;  /* FUSE_QKV_GEMM groups allowed (be->qkv_gemm) */
     size_t *vbytes; /* each value's size, for the fusion overlap checks */
@@ -222,6 +223,7 @@ typedef struct gpu_be {
     int gemv_rows;
     int gemv_mma;
     int rows_split; /* batched decode attention on the key-split decode kernel (RLX_GPU_ROWS_SPLIT=0: off) */
+    int rows_decode; /* a batched step of any rows is a decode program (RLX_GPU_ROWS_DECODE=0: by its rows) */
     int *err_dev;  /* {code, value, node} */
     unsigned *sum_last; /* zero between launches: a GEMV storing an add's sum in place counts its blocks */
     int *err_host; /* pinned copy */
