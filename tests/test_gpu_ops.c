@@ -1797,6 +1797,27 @@ static void ref_rope_row(const float *x, const float *inv, int64_t d, int32_t p,
     }
 }
 
+/* a rope + cache program's verdict: want set, it must fail with that message; else the
+ * roped q and both caches against the references */
+static void rope_cache_verdict(gpu *g, const char *what, int rc, const char *msg, const char *want, int dt,
+                               const tens *q, const double *rq, const tens *k, const double *rk, const tens *v,
+                               const double *rv)
+{
+    if (want) {
+        checks++;
+        if (rc && strstr(msg, want)) {
+            printf("%-6s %-44s error ok: %s\n", g->label, what, msg);
+        } else {
+            failures++;
+            printf("%-6s %-44s FAIL: rc %d, message '%s' lacks '%s'\n", g->label, what, rc, msg, want);
+        }
+    } else if (rc) {
+        fail_msg(g, what, msg);
+    } else {
+        report(g, what, fmax(rel_l2(q, rq), fmax(rel_l2(k, rk), rel_l2(v, rv))), tol_of(dt));
+    }
+}
+
 /* rope q, rope k, write k and v into their caches in place (one launch); at = S: the cache
  * write must fail with the rows it names */
 static void fused_rope_cache(gpu *g, int dt, int32_t at)
@@ -1838,22 +1859,10 @@ static void fused_rope_cache(gpu *g, int dt, int32_t at)
     char what[80];
     snprintf(what, sizeof what, "fused rope q,k + cache_write k,v %s%s", dtn(dt), at >= S ? " past the end" : "");
     int rc = run_prog(g, t, kind, share, NV, nodes, 4, &d_);
-    if (at >= S) {
-        char want[96];
-        snprintf(want, sizeof want, "rlx.cache_write (node 2): rows %d..%d are outside the cache's %d rows",
-                 at, at, (int)S);
-        checks++;
-        if (rc && strstr(d_.msg, want)) {
-            printf("%-6s %-44s error ok: %s\n", g->label, what, d_.msg);
-        } else {
-            failures++;
-            printf("%-6s %-44s FAIL: rc %d, message '%s' lacks '%s'\n", g->label, what, rc, d_.msg, want);
-        }
-    } else if (rc) {
-        fail_msg(g, what, d_.msg);
-    } else {
-        report(g, what, fmax(rel_l2(&t[QR], rq), fmax(rel_l2(&t[KO], rk), rel_l2(&t[VO], rv))), tol_of(dt));
-    }
+    char want[96];
+    snprintf(want, sizeof want, "rlx.cache_write (node 2): rows %d..%d are outside the cache's %d rows", at, at,
+             (int)S);
+    rope_cache_verdict(g, what, rc, d_.msg, at >= S ? want : NULL, dt, &t[QR], rq, &t[KO], rk, &t[VO], rv);
     for (int k = 0; k < NV; k++)
         tfree(&t[k]);
     free(rq);
@@ -1912,20 +1921,8 @@ static void fused_rope_cache_rows(gpu *g, int dt, int bad)
     char what[80];
     snprintf(what, sizeof what, "fused rope q,k + cache_write_rows k,v %s%s", dtn(dt), bad ? " bad slot" : "");
     int rc = run_prog(g, t, kind, share, NV, nodes, 4, &d_);
-    if (bad) {
-        const char *want = "rlx.cache_write_rows (node 2): row 1: its slot or position is outside the 4 slots of 16 rows";
-        checks++;
-        if (rc && strstr(d_.msg, want)) {
-            printf("%-6s %-44s error ok: %s\n", g->label, what, d_.msg);
-        } else {
-            failures++;
-            printf("%-6s %-44s FAIL: rc %d, message '%s' lacks '%s'\n", g->label, what, rc, d_.msg, want);
-        }
-    } else if (rc) {
-        fail_msg(g, what, d_.msg);
-    } else {
-        report(g, what, fmax(rel_l2(&t[QR], rq), fmax(rel_l2(&t[KO], rk), rel_l2(&t[VO], rv))), tol_of(dt));
-    }
+    const char *want = "rlx.cache_write_rows (node 2): row 1: its slot or position is outside the 4 slots of 16 rows";
+    rope_cache_verdict(g, what, rc, d_.msg, bad ? want : NULL, dt, &t[QR], rq, &t[KO], rk, &t[VO], rv);
     for (int k = 0; k < NV; k++)
         tfree(&t[k]);
     free(rq);
