@@ -301,19 +301,24 @@ static void check(gpu *g, const char *what, const char *op, tens *ins, int n_in,
     report(g, what, worst, tol);
 }
 
+/* a run that must fail (rc != 0) with a message holding needle */
+static void error_verdict(gpu *g, const char *what, int rc, const char *msg, const char *needle)
+{
+    checks++;
+    if (rc && strstr(msg, needle)) {
+        printf("%-6s %-44s error ok: %s\n", g->label, what, msg);
+    } else {
+        failures++;
+        printf("%-6s %-44s FAIL: rc %d, message '%s' lacks '%s'\n", g->label, what, rc, msg, needle);
+    }
+}
+
 static void expect_error(gpu *g, const char *what, const char *op, tens *ins, int n_in,
                          tens *outs, int n_out, int alias0, const char *needle)
 {
     rlx_diag d;
     int rc = run_node(g, op, ins, n_in, outs, n_out, NULL, 0, alias0, &d);
-    checks++;
-    if (rc && strstr(d.msg, needle)) {
-        printf("%-6s %-44s error ok: %s\n", g->label, what, d.msg);
-    } else {
-        failures++;
-        printf("%-6s %-44s FAIL: rc %d, message '%s' lacks '%s'\n", g->label, what, rc, d.msg,
-               needle);
-    }
+    error_verdict(g, what, rc, d.msg, needle);
 }
 
 #define TOL 1e-5
@@ -1803,19 +1808,12 @@ static void rope_cache_verdict(gpu *g, const char *what, int rc, const char *msg
                                const tens *q, const double *rq, const tens *k, const double *rk, const tens *v,
                                const double *rv)
 {
-    if (want) {
-        checks++;
-        if (rc && strstr(msg, want)) {
-            printf("%-6s %-44s error ok: %s\n", g->label, what, msg);
-        } else {
-            failures++;
-            printf("%-6s %-44s FAIL: rc %d, message '%s' lacks '%s'\n", g->label, what, rc, msg, want);
-        }
-    } else if (rc) {
+    if (want)
+        error_verdict(g, what, rc, msg, want);
+    else if (rc)
         fail_msg(g, what, msg);
-    } else {
+    else
         report(g, what, fmax(rel_l2(q, rq), fmax(rel_l2(k, rk), rel_l2(v, rv))), tol_of(dt));
-    }
 }
 
 /* rope q, rope k, write k and v into their caches in place (one launch); at = S: the cache
