@@ -1934,13 +1934,26 @@ static void fused_rope_cache_rows(gpu *g, int dt, int bad)
  * columns). clobber: k's product is stored where q's was (dead after rope q, as the arena
  * plans it): a backend that ran k's product before q's rope would overwrite q. norm: x is
  * the rms_norm of an input (the layer's input norm, which the GEMVs then compute). attn:
- * the attention of the new rows over the caches follows (a backend may rope q and store the
- * new row in the attention's launch); its output is checked too. side: wq, wk, wv one after
- * the other, as the core binds a program's weights; else wq, wv, wk (no q/k/v matrix). */
-static void attn_inputs_case(gpu *g, int dt, int64_t T, int clobber, int norm, int attn, int side)
+ * the attention of the new rows over the caches follows; its output is checked too. side:
+ * wq, wk, wv one after the other, as the core binds a program's weights; else wq, wv, wk
+ * (no q/k/v matrix). d >= 64: the roped q is a temporary only the attention reads (a
+ * backend could rope q and k and store the new rows in the attention's launch); at: the
+ * rows' first position (the caches hold at + T + 5 rows: at 150, keys over several decode
+ * blocks); bad: pos is past the cache, which must fail naming the k cache write. */
+typedef struct attn_in_args {
+    int dt;
+    int64_t T;
+    int clobber, norm, attn, side;
+    int64_t d;
+    int32_t at;
+    int bad;
+} attn_in_args;
+
+static void attn_inputs_case(gpu *g, attn_in_args c)
 {
-    const int64_t K = 64, nh = 4, nkv = 2, d = 16, S = T + 8;
-    const int32_t at = 3;
+    const int dt = c.dt, clobber = c.clobber, norm = c.norm, attn = c.attn, side = c.side;
+    const int64_t T = c.T, K = 64, nh = 4, nkv = 2, d = c.d, S = c.at + T + 5;
+    const int32_t at = c.at, pos0 = c.bad ? (int32_t)S : at;
     enum { X, WQ, WK, WV, POS, INV, KC, VC, QM, QR, KM, KR, VM, KO, VO, XS, XG, AO, NV };
     tens t[NV] = {rand_t(dt, 2, T, K, 0, 1), rand_t(dt, 2, nh * d, K, 0, 0.5),
                   rand_t(dt, 2, nkv * d, K, 0, 0.5), rand_t(dt, 2, nkv * d, K, 0, 0.5),
@@ -1952,7 +1965,7 @@ static void attn_inputs_case(gpu *g, int dt, int64_t T, int clobber, int norm, i
     int kind[NV], share[NV];
     for (int k = 0; k < NV; k++) {
         kind[k] = k < QM || (k >= XS && k < AO) ? RLX_VALUE_INPUT
-                  : k == QR || k == KO || k == VO || k == AO ? RLX_VALUE_OUTPUT : RLX_VALUE_TEMP;
+                  : (k == QR && d < 64) || k == KO || k == VO || k == AO ? RLX_VALUE_OUTPUT : RLX_VALUE_TEMP;
         share[k] = k == KO ? KC : k == VO ? VC : k == KM && clobber ? QM : -1;
     }
     share[side ? WK : WV] = -2 - WQ; /* one allocation: q, k, v, or q, v, k (not one matrix) */
@@ -1967,7 +1980,7 @@ static void attn_inputs_case(gpu *g, int dt, int64_t T, int clobber, int norm, i
         free(xn);
     }
     for (int64_t r = 0; r < T; r++)
-        t[POS].i[r] = at + (int32_t)r;
+        t[POS].i[r] = pos0 + (int32_t)r;
     for (int64_t i = 0; i < d / 2; i++)
         t[INV].f[i] = (float)pow(10000.0, -2.0 * (double)i / (double)d);
     const double scale = 1.0 / sqrt((double)d);
@@ -2018,14 +2031,20 @@ static void attn_inputs_case(gpu *g, int dt, int64_t T, int clobber, int norm, i
     ref_attention(&aq, &ak, &av, at, NULL, (double)(float)scale, 1, 0, 0, ra);
     rlx_diag d_;
     char what[128];
-    snprintf(what, sizeof what, "%s %sq,rope,k,rope,v,cache writes%s %s%s%s", T == 1 ? "decode" : "prefill",
-             norm ? "norm," : "", attn ? ",attention" : "", dtn(dt), clobber ? " (k over q)" : "",
-             side ? " (weights side by side)" : "");
-    if (run_prog(g, t, kind, share, attn ? NV : NV - 1, norm ? nodes : nodes + 1, (norm ? 8 : 7) + attn, &d_))
+    snprintf(what, sizeof what, "%s %sq,rope,k,rope,v,cache writes%s %s d %lld%s%s%s", T == 1 ? "decode" : "prefill",
+             norm ? "norm," : "", attn ? ",attention" : "", dtn(dt), (long long)d, clobber ? " (k over q)" : "",
+             side ? " (weights side by side)" : "", c.bad ? " past the end" : "");
+    int rc = run_prog(g, t, kind, share, attn ? NV : NV - 1, norm ? nodes : nodes + 1, (norm ? 8 : 7) + attn, &d_);
+    char want[96];
+    snprintf(want, sizeof want, "rlx.cache_write (node %d): rows %d..%d are outside the cache's %d rows",
+             norm ? 6 : 5, pos0, pos0 + (int)T - 1, (int)S);
+    if (c.bad)
+        error_verdict(g, what, rc, d_.msg, want);
+    else if (rc)
         fail_msg(g, what, d_.msg);
     else
         report(g, what,
-               fmax(fmax(rel_l2(&t[QR], rq), attn ? rel_l2(&t[AO], ra) : 0.0),
+               fmax(fmax(d < 64 ? rel_l2(&t[QR], rq) : 0.0, attn ? rel_l2(&t[AO], ra) : 0.0),
                     fmax(rel_l2(&t[KO], rk), rel_l2(&t[VO], rv))),
                tol_of(dt));
     tfree(&aq);
@@ -2081,11 +2100,21 @@ static void test_fused(gpu *g)
     fused_rope_cache(g, RLX_BF16, 16);
     fused_rope_cache_rows(g, RLX_F16, 1);
     for (int c = 0; c < 12; c++)
-        attn_inputs_case(g, c % 6 < 2 || c % 6 == 4 ? RLX_BF16 : RLX_F32, 1, c % 2, c % 6 >= 4, c >= 6, 0);
+        attn_inputs_case(g, (attn_in_args){.dt = c % 6 < 2 || c % 6 == 4 ? RLX_BF16 : RLX_F32, .T = 1,
+                                           .clobber = c % 2, .norm = c % 6 >= 4, .attn = c >= 6, .d = 16, .at = 3});
     /* a prefill of 24 rows: weights side by side (one q/k/v GEMM) and apart, every dtype */
     for (int c = 0; c < 12; c++)
-        attn_inputs_case(g, c % 3 == 0 ? RLX_F32 : c % 3 == 1 ? RLX_BF16 : RLX_F16, 24, c / 3 % 2, 0, c >= 6,
-                         c % 2 == 0);
+        attn_inputs_case(g, (attn_in_args){.dt = c % 3 == 0 ? RLX_F32 : c % 3 == 1 ? RLX_BF16 : RLX_F16, .T = 24,
+                                           .clobber = c / 3 % 2, .attn = c >= 6, .side = c % 2 == 0, .d = 16,
+                                           .at = 3});
+    /* one row whose roped q only the attention reads, at the head dims of the models, keys
+     * over several decode blocks; and a position past the cache */
+    for (int c = 0; c < 8; c++)
+        attn_inputs_case(g, (attn_in_args){.dt = c % 3 == 0 ? RLX_F32 : c % 3 == 1 ? RLX_BF16 : RLX_F16, .T = 1,
+                                           .clobber = c % 2, .norm = c / 2 % 2, .attn = 1,
+                                           .d = c < 4 ? 64 : c < 7 ? 128 : 256, .at = c < 6 ? 150 : 37});
+    attn_inputs_case(g, (attn_in_args){.dt = RLX_BF16, .T = 1, .norm = 1, .attn = 1, .d = 64, .at = 40, .bad = 1});
+    attn_inputs_case(g, (attn_in_args){.dt = RLX_F32, .T = 1, .attn = 1, .d = 128, .at = 9, .bad = 1});
 }
 
 /* ---------------------------------------------------------------- row kernels */

@@ -71,13 +71,19 @@ __device__ __forceinline__ int gemv_seg(const gemv_segs &sg, int64_t *n, int64_t
 
 __device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
 
-/* the first bad row of a batched step: its index and the node, for the host's message */
-__device__ __forceinline__ void rows_error(int *err, int value, int node)
+/* the first execute error of a launch: its code, value and node, for the host's message */
+__device__ __forceinline__ void record_error(int *err, int code, int value, int node)
 {
-    if (atomicCAS(&err[0], 0, GPU_ERR_ROW_SLOT) == 0) {
+    if (atomicCAS(&err[0], 0, code) == 0) {
         err[1] = value;
         err[2] = node;
     }
+}
+
+/* the first bad row of a batched step: its index and the node */
+__device__ __forceinline__ void rows_error(int *err, int value, int node)
+{
+    record_error(err, GPU_ERR_ROW_SLOT, value, node);
 }
 
 __device__ __forceinline__ float h_to_f(uint16_t b, int dt)

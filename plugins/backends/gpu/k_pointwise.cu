@@ -145,14 +145,6 @@ void gpu_bias_cast(gpuStream_t s, gpu_ten x, gpu_ten bias, gpu_ten y, int64_t ro
     RLX_LAUNCH(k_bias_cast, pw_blocks(rows * n), PW_THREADS, 0, s)(x, bias, y, rows * n, n);
 }
 
-__device__ static void record_error(int *err, int code, int value, int node)
-{
-    if (atomicCAS(&err[0], 0, code) == 0) {
-        err[1] = value;
-        err[2] = node;
-    }
-}
-
 __global__ static void k_embedding(gpu_ten table, const int32_t *ids, gpu_ten y, int64_t T,
                                    int64_t V, int64_t H, int *err, int node)
 {
