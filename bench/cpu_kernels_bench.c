@@ -100,7 +100,7 @@ static void mm_init(mm *m, const rlx_backend *be, void *h, int64_t M, int64_t K,
     m->node.n_inputs = 2;
     m->node.outputs = m->out;
     m->node.n_outputs = 1;
-    rlx_program p = {(uint32_t)RLX_STRUCT_SIZE(rlx_program, arena_bytes), m->v, 3, &m->node, 1, 0};
+    rlx_program p = {(uint32_t)RLX_STRUCT_SIZE(rlx_program, arena_bytes), m->v, 3, &m->node, 1, 0, 0};
     rlx_diag d;
     rlx_diag_init(&d);
     if (be->compile(h, &p, &m->exe, &d)) {

@@ -172,7 +172,7 @@ static int run_op(void *h, const top *o, void *outs[2], rlx_diag *d)
     rlx_node_desc node = {(uint32_t)RLX_STRUCT_SIZE(rlx_node_desc, n_attrs), o->op, ins,
                           (uint32_t)o->n_in, outs_id, (uint32_t)o->n_out, o->attrs,
                           (uint32_t)o->n_attrs};
-    rlx_program p = {(uint32_t)RLX_STRUCT_SIZE(rlx_program, arena_bytes), v, (uint32_t)nv, &node, 1, 0};
+    rlx_program p = {(uint32_t)RLX_STRUCT_SIZE(rlx_program, arena_bytes), v, (uint32_t)nv, &node, 1, 0, 0};
     void *exe = NULL;
     int rc = BE->compile(h, &p, &exe, d);
     if (rc == 0) {

@@ -298,6 +298,32 @@ START_TEST(dce_removes_unused_nodes)
 }
 END_TEST
 
+/* a backend is told which phase a program was built for (ABI 1.3): a decode step of few
+ * rows and a prefill of as few look alike to it otherwise */
+START_TEST(program_names_its_phase)
+{
+    rlx_profile pr;
+    rlx_profile_defaults(&pr);
+    rlx_flow *f = flow_x(8);
+    rlx_flow_custom(f, "dead", emit_dead_branch, NULL);
+    rlx_model *m = model(f, ALL_OPS, "direct", &pr, NULL);
+    FILE *null = fopen("/dev/null", "w");
+    static const int phases[] = {RLX_PHASE_DECODE, RLX_PHASE_PREFILL, RLX_PHASE_ENCODE};
+    for (int i = 0; i < 3; i++) { /* one row each: only the phase tells them apart */
+        rlx_diag d;
+        rlx_diag_init(&d);
+        fake_rec.compiled = 0;
+        fake_rec.phase = -2;
+        ck_assert_msg(rlx_model_dump_graph(m, phases[i], 1, null, &d) == 0, "%s", d.msg);
+        ck_assert_int_eq(fake_rec.compiled, 1);
+        ck_assert_int_eq(fake_rec.phase, phases[i]);
+    }
+    fclose(null);
+    rlx_model_close(m);
+    rlx_flow_free(f);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- fusion */
 
 /* a pre-norm MLP block in primitives: s = x + 2x; n = rms_norm(s); y = s + down(silu(gate n) * up n) */
@@ -831,6 +857,7 @@ static Suite *suite(void)
     tcase_add_test(t, when_selects_by_innermost_repeat_index);
     tcase_add_test(t, dump_flow_json_keeps_each_phase);
     tcase_add_test(t, dce_removes_unused_nodes);
+    tcase_add_test(t, program_names_its_phase);
     tcase_add_test(t, fusion_forms_composites_under_fusable);
     tcase_add_test(t, assert_clean_fails_on_unfused_pattern);
     tcase_add_test(t, legalize_decomposes_what_backend_lacks);

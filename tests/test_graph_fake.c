@@ -41,6 +41,7 @@ static int f_compile(void *be, const rlx_program *p, void **exe, rlx_diag *d)
     fake_rec.n_values = p->n_values;
     fake_rec.n_nodes = p->n_nodes;
     fake_rec.arena_bytes = p->arena_bytes;
+    fake_rec.phase = p->struct_size >= RLX_STRUCT_SIZE(rlx_program, phase) ? p->phase : -1;
     for (uint32_t i = 0; i < p->n_values && i < FAKE_MAX; i++) {
         fake_rec.values[i] = p->values[i];
         fake_rec.values[i].name = NULL; /* borrowed strings do not outlive the model */

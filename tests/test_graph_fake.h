@@ -14,6 +14,7 @@ typedef struct fake_record {
     uint32_t n_in[FAKE_MAX], n_out[FAKE_MAX];
     int64_t dtype_attr[FAKE_MAX]; /* a node's int attribute dtype, -1 without one */
     size_t arena_bytes;
+    int32_t phase; /* the program's RLX_PHASE_*, -1 when its struct_size lacks it */
 } fake_record;
 
 extern fake_record fake_rec;

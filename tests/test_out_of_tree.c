@@ -112,7 +112,7 @@ START_TEST(example_builds_and_loads)
     ck_assert_str_eq(json_string_value(json_object_get(j, "status")), "loaded");
     ck_assert_str_eq(json_string_value(json_object_get(j, "name")), "example-blocks");
     ck_assert_str_eq(json_string_value(json_object_get(j, "version")), "1.0.0");
-    ck_assert_str_eq(json_string_value(json_object_get(j, "abi")), "1.2");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "abi")), "1.3");
     json_t *b = json_array_get(json_object_get(j, "blocks"), 0);
     ck_assert_str_eq(json_string_value(json_object_get(b, "name")), "example.scale");
     json_decref(j);

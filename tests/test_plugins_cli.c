@@ -103,7 +103,7 @@ START_TEST(list_json_mixed)
     tu_result r = tool(dir, "list --json");
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
     json_t *j = parse(r.out);
-    ck_assert_str_eq(str(j, "abi"), "1.2");
+    ck_assert_str_eq(str(j, "abi"), "1.3");
     /* the temp folder, then the default folders (this build's, as rlx-plugins runs
      * uninstalled, like this test) */
     json_t *sp = json_object_get(j, "search_path");

@@ -149,14 +149,14 @@ typedef struct refusal {
 } refusal;
 
 static const refusal refusals[] = {
-    {"tp-bad-abi", "tp-bad-abi.so", NULL, 0, "ABI major mismatch: plugin 2.0, host 1.2", 0},
+    {"tp-bad-abi", "tp-bad-abi.so", NULL, 0, "ABI major mismatch: plugin 2.0, host 1.3", 0},
     {"tp-new-minor", "tp-new-minor.so", NULL, 0,
-     "ABI minor too new: plugin 1.3 needs a host of that ABI, host is 1.2", 0},
+     "ABI minor too new: plugin 1.4 needs a host of that ABI, host is 1.3", 0},
     {"tp-no-entry", "tp-no-entry.so", NULL, 0, "no entry symbol rlx_plugin_init", 0},
     {"tp-small-desc", "tp-small-desc.so", NULL, 0,
-     "struct too small: rlx_plugin_desc is {off_archs} bytes, ABI 1.2 needs {size_desc}", 0},
+     "struct too small: rlx_plugin_desc is {off_archs} bytes, ABI 1.3 needs {size_desc}", 0},
     {"tp-small-block", "tp-small-block.so", NULL, 0,
-     "struct too small: rlx_block #0 is {off_emit} bytes, ABI 1.2 needs {size_block}", 0},
+     "struct too small: rlx_block #0 is {off_emit} bytes, ABI 1.3 needs {size_block}", 0},
     {"tp-null", "tp-null.so", NULL, 0, "rlx_plugin_init returned NULL", 0},
     {"tp-no-fn", "tp-no-fn.so", NULL, 0, "backend 'tp-no-fn' has no execute function", 0},
     {"tp-dup-name", "tp-dup-name.so", NULL, 0,

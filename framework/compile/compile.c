@@ -153,12 +153,13 @@ static int compile(rlx_model *m, int phase, int64_t T, int64_t ctx, const rg_var
     if (!rc) rc = rg_plan_build(e->g, &e->plan, d);
     if (!rc) {
         e->n_nodes_final = e->plan.n_nodes;
-        e->prog.struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_program, arena_bytes);
+        e->prog.struct_size = (uint32_t)RLX_STRUCT_SIZE(rlx_program, phase);
         e->prog.values = e->plan.values;
         e->prog.n_values = e->plan.n_values;
         e->prog.nodes = e->plan.nodes;
         e->prog.n_nodes = e->plan.n_nodes;
         e->prog.arena_bytes = e->plan.arena_bytes;
+        e->prog.phase = phase;
         e->ptrs = calloc(e->plan.n_values + 1, sizeof *e->ptrs);
         e->owned = calloc(e->plan.n_values + 1, sizeof *e->owned);
         if (!e->ptrs || !e->owned) rc = rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");

@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define RLX_ABI_MAJOR 1
-#define RLX_ABI_MINOR 2
+#define RLX_ABI_MINOR 3
 
 #define RLX_PLUGIN_ENTRY rlx_plugin_init
 #define RLX_PLUGIN_ENTRY_NAME "rlx_plugin_init"
@@ -222,6 +222,12 @@ typedef struct rlx_program {
     const rlx_node_desc *nodes;
     uint32_t n_nodes;
     size_t arena_bytes;
+
+    /* ---- ABI 1.3 ---- */
+    /* RLX_PHASE_* the host built the program for (decode: one step of one or more
+     * sequences, a row each), so a backend need not guess it from shapes; a 1.2 host's
+     * program ends at arena_bytes (check struct_size) */
+    int32_t phase;
 } rlx_program;
 
 /* ---------------------------------------------------------------- backends */

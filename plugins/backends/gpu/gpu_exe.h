@@ -175,8 +175,9 @@ typedef struct gpu_exe {
     void **graph_ptrs;
     gpuGraphExec_t graph;
     int has_graph;
-    int decode; /* the profile's phase: every matmul has <= GPU_GEMV_MAX_M rows, or the program
-                 * is a batched decode step (it runs rows ops: one row a sequence, any count) */
+    int decode; /* the profile's phase: the program's (rlx_program.phase, ABI 1.3), else guessed:
+                 * every matmul has <= GPU_GEMV_MAX_M rows, or the program is a batched decode
+                 * step (it runs rows ops: one row a sequence, any count) */
     int norm_rows; /* most rows whose GEMVs absorb an rms_norm (be->norm_rows) */
     int qkv_gemm;  /* FUSE_QKV_GEMM groups allowed (be->qkv_gemm) */
     size_t *vbytes; /* each value's size, for the fusion overlap checks */
