@@ -276,12 +276,19 @@ static int emit_dead_branch(rlx_ctx *c, const rlx_host_api *h, void *u)
     return h->emit_output(c, "y", y);
 }
 
+/* x [T, 8] through emit_dead_branch */
+static rlx_flow *flow_dead(void)
+{
+    rlx_flow *f = flow_x(8);
+    rlx_flow_custom(f, "dead", emit_dead_branch, NULL);
+    return f;
+}
+
 START_TEST(dce_removes_unused_nodes)
 {
     rlx_profile pr;
     rlx_profile_defaults(&pr);
-    rlx_flow *f = flow_x(8);
-    rlx_flow_custom(f, "dead", emit_dead_branch, NULL);
+    rlx_flow *f = flow_dead();
     rlx_model *m = model(f, ALL_OPS, "direct", &pr, NULL);
     rlx_diag d;
     ck_assert_msg(compile(m, 4, &d) == 0, "%s", d.msg);
@@ -302,11 +309,8 @@ END_TEST
  * rows and a prefill of as few look alike to it otherwise */
 START_TEST(program_names_its_phase)
 {
-    rlx_profile pr;
-    rlx_profile_defaults(&pr);
-    rlx_flow *f = flow_x(8);
-    rlx_flow_custom(f, "dead", emit_dead_branch, NULL);
-    rlx_model *m = model(f, ALL_OPS, "direct", &pr, NULL);
+    rlx_flow *f = flow_dead();
+    rlx_model *m = model(f, ALL_OPS, "direct", NULL, NULL);
     FILE *null = fopen("/dev/null", "w");
     static const int phases[] = {RLX_PHASE_DECODE, RLX_PHASE_PREFILL, RLX_PHASE_ENCODE};
     for (int i = 0; i < 3; i++) { /* one row each: only the phase tells them apart */
