@@ -661,8 +661,6 @@ static int gpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
         be->qkv_gemm = !(qg && strcmp(qg, "0") == 0);
         const char *rs = getenv("RLX_GPU_ROWS_SPLIT");
         be->rows_split = !(rs && strcmp(rs, "0") == 0);
-        const char *rd = getenv("RLX_GPU_ROWS_DECODE");
-        be->rows_decode = !(rd && strcmp(rd, "0") == 0);
         const char *gr = getenv("RLX_GPU_GEMV_ROWS");
         be->gemv_rows = gr && *gr ? atoi(gr) : 1;
         be->gemv_rows = be->gemv_rows < 1 ? 1 : be->gemv_rows > GPU_GEMV_MAX_M ? GPU_GEMV_MAX_M : be->gemv_rows;
@@ -1016,7 +1014,7 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
             return RLX_ERR_NOMEM;
         }
     }
-    for (uint32_t i = 0; i < x->n_steps && be->rows_decode; i++) /* its graph replays as decode's */
+    for (uint32_t i = 0; i < x->n_steps; i++) /* its graph replays as decode's */
         if (x->steps[i].op == OP_ATTN_ROWS || x->steps[i].op == OP_CACHE_ROWS)
             x->decode = 1;
     x->decode = x->decode > 0;

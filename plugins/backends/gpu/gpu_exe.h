@@ -224,7 +224,6 @@ typedef struct gpu_be {
     int gemv_rows;
     int gemv_mma;
     int rows_split; /* batched decode attention on the key-split decode kernel (RLX_GPU_ROWS_SPLIT=0: off) */
-    int rows_decode; /* a batched step of any rows is a decode program (RLX_GPU_ROWS_DECODE=0: by its rows) */
     int *err_dev;  /* {code, value, node} */
     unsigned *sum_last; /* zero between launches: a GEMV storing an add's sum in place counts its blocks */
     int *err_host; /* pinned copy */
