@@ -1014,12 +1014,14 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
             return RLX_ERR_NOMEM;
         }
     }
-    for (uint32_t i = 0; i < x->n_steps; i++) /* its graph replays as decode's */
-        if (x->steps[i].op == OP_ATTN_ROWS || x->steps[i].op == OP_CACHE_ROWS)
-            x->decode = 1;
-    x->decode = x->decode > 0;
-    if (prog->struct_size >= RLX_STRUCT_SIZE(rlx_program, phase)) /* the host says (ABI 1.3): no guess */
+    if (prog->struct_size >= RLX_STRUCT_SIZE(rlx_program, phase)) { /* the host says (ABI 1.3) */
         x->decode = prog->phase == RLX_PHASE_DECODE;
+    } else { /* an older host: every product of few rows, or a batched step's rows ops */
+        for (uint32_t i = 0; i < x->n_steps; i++)
+            if (x->steps[i].op == OP_ATTN_ROWS || x->steps[i].op == OP_CACHE_ROWS)
+                x->decode = 1;
+        x->decode = x->decode > 0;
+    }
     x->graphs = be->graphs == RLX_GRAPHS_DECODE ? x->decode : be->graphs == RLX_GRAPHS_PREFILL ? !x->decode : be->graphs != 0;
     x->vbytes = (size_t *)calloc(prog->n_values + 1, sizeof(size_t));
     x->root = (int *)calloc(prog->n_values + 1, sizeof(int));
