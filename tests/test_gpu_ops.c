@@ -1805,18 +1805,24 @@ static void ref_rope_row(const float *x, const float *inv, int64_t d, int32_t p,
     }
 }
 
-/* a rope + cache program's verdict: want set, it must fail with that message; else the
- * roped q and both caches against the references */
-static void rope_cache_verdict(gpu *g, const char *what, int rc, const char *msg, const char *want, int dt,
-                               const tens *q, const double *rq, const tens *k, const double *rk, const tens *v,
-                               const double *rv)
+/* a program's verdict: want set, it must fail with that message; else it must run, its
+ * outputs within tol (err: their worst relative L2, read only when it ran) */
+static void prog_verdict(gpu *g, const char *what, int rc, const char *msg, const char *want, double err,
+                         double tol)
 {
     if (want)
         error_verdict(g, what, rc, msg, want);
     else if (rc)
         fail_msg(g, what, msg);
     else
-        report(g, what, fmax(rel_l2(q, rq), fmax(rel_l2(k, rk), rel_l2(v, rv))), tol_of(dt));
+        report(g, what, err, tol);
+}
+
+/* a rope + cache program's worst output: the roped q and both caches */
+static double rope_cache_err(const tens *q, const double *rq, const tens *k, const double *rk, const tens *v,
+                             const double *rv)
+{
+    return fmax(rel_l2(q, rq), fmax(rel_l2(k, rk), rel_l2(v, rv)));
 }
 
 /* rope q, rope k, write k and v into their caches in place (one launch); at = S: the cache
@@ -1863,7 +1869,8 @@ static void fused_rope_cache(gpu *g, int dt, int32_t at)
     char want[96];
     snprintf(want, sizeof want, "rlx.cache_write (node 2): rows %d..%d are outside the cache's %d rows", at, at,
              (int)S);
-    rope_cache_verdict(g, what, rc, d_.msg, at >= S ? want : NULL, dt, &t[QR], rq, &t[KO], rk, &t[VO], rv);
+    prog_verdict(g, what, rc, d_.msg, at >= S ? want : NULL, rope_cache_err(&t[QR], rq, &t[KO], rk, &t[VO], rv),
+                 tol_of(dt));
     for (int k = 0; k < NV; k++)
         tfree(&t[k]);
     free(rq);
@@ -1923,7 +1930,8 @@ static void fused_rope_cache_rows(gpu *g, int dt, int bad)
     snprintf(what, sizeof what, "fused rope q,k + cache_write_rows k,v %s%s", dtn(dt), bad ? " bad slot" : "");
     int rc = run_prog(g, t, kind, share, NV, nodes, 4, &d_);
     const char *want = "rlx.cache_write_rows (node 2): row 1: its slot or position is outside the 4 slots of 16 rows";
-    rope_cache_verdict(g, what, rc, d_.msg, bad ? want : NULL, dt, &t[QR], rq, &t[KO], rk, &t[VO], rv);
+    prog_verdict(g, what, rc, d_.msg, bad ? want : NULL, rope_cache_err(&t[QR], rq, &t[KO], rk, &t[VO], rv),
+                 tol_of(dt));
     for (int k = 0; k < NV; k++)
         tfree(&t[k]);
     free(rq);
@@ -2041,15 +2049,10 @@ static void attn_inputs_case(gpu *g, attn_in_args c)
     char want[96];
     snprintf(want, sizeof want, "rlx.cache_write (node %d): rows %d..%d are outside the cache's %d rows",
              norm ? 6 : 5, pos0, pos0 + (int)T - 1, (int)S);
-    if (c.bad)
-        error_verdict(g, what, rc, d_.msg, want);
-    else if (rc)
-        fail_msg(g, what, d_.msg);
-    else
-        report(g, what,
-               fmax(fmax(d < 64 ? rel_l2(&t[QR], rq) : 0.0, attn ? rel_l2(&t[AO], ra) : 0.0),
-                    fmax(rel_l2(&t[KO], rk), rel_l2(&t[VO], rv))),
-               tol_of(dt));
+    prog_verdict(g, what, rc, d_.msg, c.bad ? want : NULL,
+                 fmax(fmax(d < 64 ? rel_l2(&t[QR], rq) : 0.0, attn ? rel_l2(&t[AO], ra) : 0.0),
+                      fmax(rel_l2(&t[KO], rk), rel_l2(&t[VO], rv))),
+                 tol_of(dt));
     tfree(&aq);
     tfree(&ak);
     tfree(&av);
