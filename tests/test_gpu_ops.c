@@ -1818,11 +1818,18 @@ static void prog_verdict(gpu *g, const char *what, int rc, const char *msg, cons
         report(g, what, err, tol);
 }
 
-/* a rope + cache program's worst output: the roped q and both caches */
-static double rope_cache_err(const tens *q, const double *rq, const tens *k, const double *rk, const tens *v,
-                             const double *rv)
+/* a rope + cache program's verdict (its roped q and both caches, t[qr], t[ko], t[vo],
+ * against rq, rk, rv), then its nv tensors and references freed */
+static void rope_cache_done(gpu *g, const char *what, int rc, const char *msg, const char *want, int dt, tens *t,
+                            int nv, int qr, int ko, int vo, double *rq, double *rk, double *rv)
 {
-    return fmax(rel_l2(q, rq), fmax(rel_l2(k, rk), rel_l2(v, rv)));
+    prog_verdict(g, what, rc, msg, want, fmax(rel_l2(&t[qr], rq), fmax(rel_l2(&t[ko], rk), rel_l2(&t[vo], rv))),
+                 tol_of(dt));
+    for (int k = 0; k < nv; k++)
+        tfree(&t[k]);
+    free(rq);
+    free(rk);
+    free(rv);
 }
 
 /* rope q, rope k, write k and v into their caches in place (one launch); at = S: the cache
@@ -1869,13 +1876,7 @@ static void fused_rope_cache(gpu *g, int dt, int32_t at)
     char want[96];
     snprintf(want, sizeof want, "rlx.cache_write (node 2): rows %d..%d are outside the cache's %d rows", at, at,
              (int)S);
-    prog_verdict(g, what, rc, d_.msg, at >= S ? want : NULL, rope_cache_err(&t[QR], rq, &t[KO], rk, &t[VO], rv),
-                 tol_of(dt));
-    for (int k = 0; k < NV; k++)
-        tfree(&t[k]);
-    free(rq);
-    free(rk);
-    free(rv);
+    rope_cache_done(g, what, rc, d_.msg, at >= S ? want : NULL, dt, t, NV, QR, KO, VO, rq, rk, rv);
 }
 
 /* the same for a batched decode step: T rows, each roped at its own position and stored in
@@ -1930,13 +1931,7 @@ static void fused_rope_cache_rows(gpu *g, int dt, int bad)
     snprintf(what, sizeof what, "fused rope q,k + cache_write_rows k,v %s%s", dtn(dt), bad ? " bad slot" : "");
     int rc = run_prog(g, t, kind, share, NV, nodes, 4, &d_);
     const char *want = "rlx.cache_write_rows (node 2): row 1: its slot or position is outside the 4 slots of 16 rows";
-    prog_verdict(g, what, rc, d_.msg, bad ? want : NULL, rope_cache_err(&t[QR], rq, &t[KO], rk, &t[VO], rv),
-                 tol_of(dt));
-    for (int k = 0; k < NV; k++)
-        tfree(&t[k]);
-    free(rq);
-    free(rk);
-    free(rv);
+    rope_cache_done(g, what, rc, d_.msg, bad ? want : NULL, dt, t, NV, QR, KO, VO, rq, rk, rv);
 }
 
 /* The attention inputs of T rows in the schedule's order: q, rope q, k, rope k, v, cache
