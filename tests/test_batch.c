@@ -124,6 +124,81 @@ START_TEST(bad_batches)
 }
 END_TEST
 
+/* rlx_model_dump_graph's text of the fixture model's decode program of n rows */
+static char *dump_decode(int64_t n)
+{
+    FILE *out = tmpfile();
+    ck_assert_ptr_nonnull(out);
+    rlx_diag d;
+    rlx_diag_init(&d);
+    ck_assert_msg(rlx_model_dump_graph(m, RLX_PHASE_DECODE, n, out, &d) == 0, "n = %lld: %s", (long long)n, d.msg);
+    long len = ftell(out);
+    char *text = malloc((size_t)len + 1);
+    ck_assert(len > 0 && text);
+    rewind(out);
+    ck_assert_int_eq(fread(text, 1, (size_t)len, out), len);
+    text[len] = 0;
+    fclose(out);
+    return text;
+}
+
+static int ends_with(const char *text, const char *tail)
+{
+    size_t n = strlen(text), k = strlen(tail);
+    return n >= k && !strcmp(text + n - k, tail);
+}
+
+/* does the dump's first node line of op end with tail (its output's dtype and shape)? */
+static int node_ends(const char *text, const char *op, const char *tail)
+{
+    char key[64];
+    snprintf(key, sizeof key, " %s ", op);
+    const char *at = text;
+    while ((at = strstr(at, key))) { /* a node line: the op, padded, then its inputs */
+        const char *in = at + strlen(key);
+        while (*in == ' ') in++;
+        if (*in == '%') break;
+        at = in;
+    }
+    const char *end = at ? strchr(at, '\n') : NULL;
+    size_t n = strlen(tail);
+    return end && (size_t)(++end - at) >= n && !memcmp(end - n, tail, n);
+}
+
+/* the dump of 4 decode rows is the program 4 sessions decoding together run: the rows ops
+ * on a pool of 4 cache slots, every row's shape [4, ...]; 1 row is the single decode, as
+ * before. Op counts as the CPU's legalize leaves them (a GPU's may fuse otherwise). */
+START_TEST(dump_batched_decode)
+{
+    char *one = dump_decode(1), *four = dump_decode(4);
+    ck_assert_msg(strstr(four, "graph decode T=4 ctx=256 slots=4: ") == four, "%.3000s", four);
+    ck_assert_msg(strstr(four, " rlx.cache_write_rows x6") && strstr(four, " rlx.attention_rows x3"), "%.3000s", four);
+    /* 4 times one's states: a pool of 4 slots of 256 rows */
+    ck_assert_msg(strstr(four, "; states F32 786432 bytes\n"), "%.3000s", four);
+    ck_assert_msg(node_ends(four, "rlx.attention_rows", " F32[4, 4, 16]\n"), "%.3000s", four);
+    ck_assert_msg(node_ends(four, "rlx.cache_write_rows", " F32[4, 256, 2, 16]\n"), "%.3000s", four);
+    ck_assert_msg(ends_with(four, " F32[4, 512]\n"), "no 4-row logits: %.3000s", four);
+    ck_assert_msg(strstr(one, "graph decode T=1 ctx=256: ") == one, "%.3000s", one);
+    ck_assert_msg(strstr(one, " rlx.attention x3") && strstr(one, "; states F32 196608 bytes\n"), "%.3000s", one);
+    ck_assert_msg(node_ends(one, "rlx.attention", " F32[1, 4, 16]\n"), "%.3000s", one);
+    ck_assert_msg(!strstr(one, "_rows") && !strstr(one, "slots=") && !strstr(one, "F32[4, "), "%.3000s", one);
+    ck_assert_msg(ends_with(one, " F32[1, 512]\n"), "no 1-row logits: %.3000s", one);
+    if (!strcmp(backend, "cpu"))
+        ck_assert_msg(strstr(four, "\nops: rlx.embedding x1 rlx.rms_norm x4 rlx.matmul x22 rlx.rope x6 "
+                                   "rlx.cache_write_rows x6 rlx.attention_rows x3 rlx.add_rms_norm x3 rlx.swiglu x3 "
+                                   "rlx.add x3\n"), "%.3000s", four);
+    free(one);
+    free(four);
+    rlx_diag d;
+    rlx_diag_init(&d);
+    FILE *null = fopen("/dev/null", "w");
+    ck_assert_ptr_nonnull(null);
+    ck_assert_int_eq(rlx_model_dump_graph(m, RLX_PHASE_DECODE, 0, null, &d), RLX_ERR_INVALID);
+    ck_assert_str_eq(d.msg, "rlx_model_dump_graph: sequence length 0");
+    fclose(null);
+}
+END_TEST
+
 /* any family whose decode flow keeps its sequence in cache states batches: qk-norm
  * (qwen3), softcapping and sliding windows (gemma2, gemma3), fused qkv (phi3) */
 START_TEST(families)
@@ -175,6 +250,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, rows_match_alone);
     tcase_add_test(tc, bad_batches);
+    tcase_add_test(tc, dump_batched_decode);
     suite_add_tcase(s, tc);
     TCase *fam = tcase_create("families");
     tcase_set_timeout(fam, 120);

@@ -1,7 +1,8 @@
 /* rlx-bench --peer-llamacpp runs the peer once (-r 1) after each of its reps, so both are
  * measured in the same minutes, and reports the median of the per-rep ratios. A fake
  * llama-bench (a shell script) logs its calls and prints llama-bench's JSON, other
- * figures each call: llama.cpp itself is not needed. */
+ * figures each call: llama.cpp itself is not needed. Also rlx-bench's other schedules
+ * (--decode-depth) and --dump-graph. */
 #include <check.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -181,6 +182,60 @@ START_TEST(decode_depth_schedules)
 }
 END_TEST
 
+/* rlx-bench --dump-graph [args] on the tiny config: its result */
+static tu_result bench_dump(const char *args)
+{
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "'%s' --config '%s' --prefill 8 --decode 4 --threads 1 --dump-graph %s",
+             tu_tool("tools/rlx-bench"), tu_fixture("llama32-tiny/config.json"), args);
+    return tu_run(cmd, 120);
+}
+
+/* --dump-graph prints the programs the run would time, labelled, and times nothing: the
+ * prefill every sequence runs, then the decode step of one row or of the --batch B rows */
+START_TEST(dump_graph_times_nothing)
+{
+    static const char pre[] = "# prefill: 8 prompt tokens, logits of the last row only";
+    tu_result r = bench_dump("--batch 4");
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_str_eq(r.err, "");
+    ck_assert_msg(!strncmp(r.out, pre, strlen(pre)), "%.3000s", r.out);
+    ck_assert_msg(strstr(r.out, ", each of 4 sequences in turn\ngraph prefill T=8 ctx=13 last-row: ") ==
+                      r.out + strlen(pre), "%.3000s", r.out);
+    const char *dec = strstr(r.out, "\n# decode: 4 sequences a step, one row each (rlx_session_decode_batch), the "
+                                    "first at position 8\ngraph decode T=4 ctx=13 slots=4: ");
+    ck_assert_msg(dec != NULL, "no batched decode program: %.3000s", r.out);
+    ck_assert_msg(strstr(dec, " rlx.attention_rows x3") && strstr(dec, " rlx.cache_write_rows x6"), "%.3000s", dec);
+    ck_assert_msg(!strstr(r.out, "_rows") || strstr(r.out, "_rows") > dec, "rows ops in the prefill: %.3000s", r.out);
+    ck_assert_msg(strstr(dec, "\nflops at position 8: "), "no FLOPs line: %.3000s", dec);
+    ck_assert_msg(!strstr(r.out, "tok/s") && !strstr(r.out, "median") && !strstr(r.out, "reps"), "timed: %.3000s",
+                  r.out);
+    tu_result_free(&r);
+    /* one sequence: the single decode step, at the position after the prompt */
+    r = bench_dump("");
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.out, "\n# decode: one token a step, the first at position 8\ngraph decode T=1 ctx=13: "),
+                  "%.3000s", r.out);
+    ck_assert_msg(strstr(r.out, " rlx.attention x3") && !strstr(r.out, "_rows") && !strstr(r.out, "tok/s"), "%.3000s",
+                  r.out);
+    tu_result_free(&r);
+    /* a dump times nothing and is text */
+    const struct { const char *args, *err; } bad[] = {
+        {"--json", "rlx-bench: --dump-graph does not run with --json\n"},
+        {"--peer-llamacpp ./nowhere --peer-gguf x.gguf", "rlx-bench: --dump-graph does not run with --peer-llamacpp\n"},
+        {"--sessions 2", "rlx-bench: --dump-graph does not run with --sessions\n"},
+        {"--devices 0,1", "rlx-bench: --dump-graph does not run with --devices\n"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        r = bench_dump(bad[i].args);
+        ck_assert_msg(r.status == 2, "'%s': exit %d", bad[i].args, r.status);
+        ck_assert_msg(strncmp(r.err, bad[i].err, strlen(bad[i].err)) == 0, "'%s': %s", bad[i].args, r.err);
+        ck_assert_str_eq(r.out, "");
+        tu_result_free(&r);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("bench_peer");
@@ -189,6 +244,7 @@ int main(void)
     tcase_add_test(tc, peer_failure_fails_the_bench);
     tcase_add_test(tc, peer_refused_with_devices);
     tcase_add_test(tc, decode_depth_schedules);
+    tcase_add_test(tc, dump_graph_times_nothing);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -80,9 +80,30 @@ START_TEST(counts_match_hand_figures)
     ck_assert_msg(rlx_session_decode(s, 7, logits, &d) == 0, "%s", d.msg);
     ck_assert_int_eq(rlx_model_compiled_count(m), compiled);
 
+    /* 3 sessions of this context decoding together at position 7: one row each, each
+     * with its lm_head and 8 keys; it is the program rlx_session_decode_batch runs */
+    pi = program(s, RLX_PHASE_DECODE, 7, 3, 0);
+    ck_assert_int_eq(pi.seq_len, 3);
+    ck_assert_int_eq(pi.ctx_len, 9);
+    ck_assert_int_eq(pi.last_row, 0);
+    ck_assert_uint_eq(pi.matmul_flops, 3 * (4 * ROW + HEAD));
+    ck_assert_uint_eq(pi.attention_flops, 3 * 8 * KEY);
+    rlx_session *t[3] = {s, NULL, NULL};
+    for (int i = 1; i < 3; i++) {
+        ck_assert_msg(rlx_session_new(m, 9, &t[i], &d) == 0, "%s", d.msg);
+        ck_assert_msg(rlx_session_prefill(t[i], ids, 2 + i, NULL, NULL, &d) == 0, "%s", d.msg);
+    }
+    compiled = rlx_model_compiled_count(m);
+    float *rows = malloc(3 * 2048 * sizeof *rows);
+    ck_assert_msg(rlx_session_decode_batch(t, 3, ids, rows, &d) == 0, "%s", d.msg);
+    ck_assert_int_eq(rlx_model_compiled_count(m), compiled);
+    free(rows);
+    rlx_session_free(t[1]);
+    rlx_session_free(t[2]);
+
     /* bad requests name what is wrong */
-    ck_assert_int_eq(rlx_session_program(s, RLX_PHASE_DECODE, 0, 2, 0, NULL, NULL, &d), RLX_ERR_INVALID);
-    ck_assert_str_eq(d.msg, "rlx_session_program: a decode step is 1 token, not 2");
+    ck_assert_int_eq(rlx_session_program(s, RLX_PHASE_DECODE, 9, 2, 0, NULL, NULL, &d), RLX_ERR_INVALID);
+    ck_assert_str_eq(d.msg, "rlx_session_program: 2 tokens at position 9 outside the context length 9");
     rlx_diag_init(&d);
     ck_assert_int_eq(rlx_session_program(s, RLX_PHASE_PREFILL, 4, 6, 0, NULL, NULL, &d), RLX_ERR_INVALID);
     ck_assert_str_eq(d.msg, "rlx_session_program: 6 tokens at position 4 outside the context length 9");

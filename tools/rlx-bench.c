@@ -18,7 +18,7 @@ static const char usage[] =
     "usage: rlx-bench (--model DIR | --config config.json) [--prefill T] [--decode N] [--batch B] [--ctx N] "
     "[--decode-depth D] [--backend NAME] [--threads N] [--profile NAME|FILE] [--reps R] [--sessions K] "
     "[--no-reference] [--json] "
-    "[--peer-llamacpp LLAMA_BENCH --peer-gguf FILE]";
+    "[--peer-llamacpp LLAMA_BENCH --peer-gguf FILE] [--dump-graph]";
 
 static const char help[] =
     "usage: rlx-bench (--model DIR | --config config.json) [options]\n"
@@ -55,6 +55,10 @@ static const char help[] =
     "                       same minutes; prints its medians and rlx/llama.cpp as the median of the\n"
     "                       per-rep ratios (not with --devices)\n"
     "  --peer-gguf FILE     the GGUF with the same shapes (and 16-bit or f32 weights) as the model\n"
+    "  --dump-graph         print the programs the run would time and exit, timing nothing: the\n"
+    "                       prefill at T (last-row), then the decode step of one row, or of B\n"
+    "                       rows with --batch B (rlx_model_dump_graph); not with --json,\n"
+    "                       --peer-llamacpp, --sessions or --devices\n"
     "  --json               {\"prefill_tokens_per_s\",\"decode_tokens_per_s\",\"prefill_gflops\",\n"
     "                        \"decode_gb_per_s\",\"threads\",\"backend\",\"reps\",\"batch\",\"prefill_flops\",\n"
     "                        \"prefill_flops_source\"} plus, on the\n"
@@ -176,6 +180,7 @@ typedef struct bench_args {
     long long prefill, decode, batch, reps, seed, sessions, ctx;
     long long depth; /* keys in the cache when decode starts (-1: the prefill's) */
     int json;
+    int dump_graph; /* print the programs, time nothing */
     int reference; /* measure machine ceilings in the same run */
     const char *peer_bin, *peer_gguf; /* llama.cpp's llama-bench and its model */
     run_model_flags mf;
@@ -212,6 +217,7 @@ static int parse(int argc, char **argv, bench_args *a)
         VALUE("--sessions") { if (run_int("--sessions", v, 1, 256, &a->sessions)) goto bad; continue; }
 #undef VALUE
         if (!strcmp(argv[i], "--json")) a->json = 1;
+        else if (!strcmp(argv[i], "--dump-graph")) a->dump_graph = 1;
         else if (!strcmp(argv[i], "--no-reference")) a->reference = 0;
         else {
             fprintf(stderr, "rlx-bench: unknown option '%s'\n%s\n", argv[i], usage);
@@ -232,6 +238,13 @@ static int parse(int argc, char **argv, bench_args *a)
     }
     if (a->depth >= 0 && a->mf.devices) {
         fprintf(stderr, "rlx-bench: --decode-depth does not run with --devices\n%s\n", usage);
+        return 2;
+    }
+    /* the dump is text and times nothing: options that shape or add to timings conflict */
+    const char *clash = !a->dump_graph ? NULL : a->json ? "--json" : a->peer_bin ? "--peer-llamacpp"
+                      : a->sessions ? "--sessions" : a->mf.devices ? "--devices" : NULL;
+    if (clash) {
+        fprintf(stderr, "rlx-bench: --dump-graph does not run with %s\n%s\n", clash, usage);
         return 2;
     }
     long long rows = a->depth > a->prefill ? a->depth : a->prefill; /* the cache rows before decode */
@@ -260,6 +273,31 @@ static double linear_params(const rlx_model_config *m)
     return (double)m->num_layers * (H * q * 2 + H * kv * 2 + 3 * H * I) + (double)m->vocab_size * H;
 }
 
+/* --dump-graph: the programs bench() would time, each labelled, none run: a session's
+ * prefill as bench() opens it, then its decode step (of B rows with --batch B) */
+static int dump_programs(const bench_args *a, rlx_model *m, rlx_diag *d)
+{
+    int64_t T = a->prefill, N = a->decode, B = a->batch;
+    int64_t D = a->depth >= 0 ? a->depth : T, P = D > T ? D : T, ctx = a->ctx ? a->ctx : P + N + 1;
+    rlx_session *s;
+    if (rlx_session_new(m, ctx, &s, d) != 0) return 1;
+    printf("# prefill: %lld prompt tokens, logits of the last row only", (long long)T);
+    if (B > 1) printf(", each of %lld sequences in turn", (long long)B);
+    printf("\n");
+    int rc = rlx_session_program(s, RLX_PHASE_PREFILL, 0, T, 0, NULL, stdout, d);
+    if (!rc && N > 0 && B == 1) {
+        printf("# decode: one token a step, the first at position %lld\n", (long long)D);
+        rc = rlx_session_program(s, RLX_PHASE_DECODE, D, 1, 0, NULL, stdout, d);
+    } else if (!rc && N > 0) {
+        printf("# decode: %lld sequences a step, one row each (rlx_session_decode_batch), the first at "
+               "position %lld\n", (long long)B, (long long)D);
+        rc = rlx_session_program(s, RLX_PHASE_DECODE, D, B, 0, NULL, stdout, d);
+    }
+    rlx_session_free(s);
+    if (rc) return 1;
+    return run_stdout_check() ? -1 : 0; /* -1: reported */
+}
+
 static int bench(const bench_args *a, const char *dir, rlx_diag *d)
 {
     rlx_model_options mo;
@@ -270,6 +308,11 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
     }
     rlx_model *m = NULL;
     if (rlx_model_open(dir, &mo, &m, d) != 0) return 1;
+    if (a->dump_graph) {
+        int rc = dump_programs(a, m, d);
+        rlx_model_close(m);
+        return rc;
+    }
     const rlx_model_config *cfg = rlx_model_get_config(m);
     int64_t T = a->prefill, N = a->decode, B = a->batch, V = cfg->vocab_size;
     int64_t D = a->depth >= 0 ? a->depth : T, P = D > T ? D : T; /* decode's start, prompt ids */

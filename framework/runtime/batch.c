@@ -149,6 +149,14 @@ static int grow(rlx_model *m, rg_exec *e, int64_t cap, int64_t ctx, rlx_diag *d)
     return 0;
 }
 
+int rg_batch_exec(rlx_model *m, int64_t B, int64_t cap, int64_t ctx, rg_exec **e, rlx_diag *d)
+{
+    rg_variant v;
+    memset(&v, 0, sizeof v);
+    v.batch = cap;
+    return rg_model_exec_v(m, RLX_PHASE_DECODE, B, ctx, &v, e, d);
+}
+
 static int check_args(rlx_session **s, int B, const int32_t *ids, rlx_diag *d)
 {
     if (!s || B < 1 || !ids)
@@ -189,12 +197,9 @@ static int step_locked(rlx_session **s, int B, const int32_t *ids, float *logits
     for (int64_t k = 0; p && k < p->cap; k++) used += p->owner[k] != NULL;
     int64_t cap = p ? p->cap : 0;
     if (used + joining > cap) cap = used + joining > 2 * cap ? used + joining : 2 * cap;
-    rg_variant v;
-    memset(&v, 0, sizeof v);
-    v.batch = cap;
     rg_exec *e;
     m->run_states = p && p->cap == cap ? &p->st : NULL; /* a compile counts the pool only when it is new */
-    int rc = rg_model_exec_v(m, RLX_PHASE_DECODE, B, ctx, &v, &e, d);
+    int rc = rg_batch_exec(m, B, cap, ctx, &e, d);
     m->run_states = NULL;
     if (!rc && (!p || cap != p->cap)) rc = grow(m, e, cap, ctx, d);
     p = m->pool;

@@ -381,13 +381,17 @@ RLX_API int rlx_model_dump_graph(rlx_model *m, int phase, int64_t seq_len, FILE 
     if (!m || !out) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_model_dump_graph: no model or stream");
     if (phase < RLX_PHASE_PREFILL || phase > RLX_PHASE_ENCODE)
         return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_model_dump_graph: unknown phase %d", phase);
-    int64_t T = phase == RLX_PHASE_DECODE ? 1 : seq_len;
-    if (T < 1) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_model_dump_graph: sequence length %lld", (long long)seq_len);
+    if (seq_len < 1)
+        return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_model_dump_graph: sequence length %lld", (long long)seq_len);
+    int dec = phase == RLX_PHASE_DECODE;
     int64_t ctx = rg_default_ctx(m);
-    if (ctx < T) ctx = T;
+    if (!dec && ctx < seq_len) ctx = seq_len; /* a decode row is one position of its own sequence */
     rg_exec *e;
     pthread_mutex_lock(&m->mu);
-    int rc = rg_model_exec(m, phase, T, ctx, &e, d);
+    /* n > 1 decode rows: the program n sessions decoding together run (rlx_session_decode_batch),
+     * on a pool of exactly n cache slots; none is made, as no session's states are */
+    int rc = dec && seq_len > 1 ? rg_batch_exec(m, seq_len, seq_len, ctx, &e, d)
+                                : rg_model_exec(m, phase, dec ? 1 : seq_len, ctx, &e, d);
     if (!rc) rg_exec_dump(e, out);
     pthread_mutex_unlock(&m->mu);
     return rc;

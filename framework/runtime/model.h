@@ -100,6 +100,9 @@ struct rlx_session {
  * itself goes with the model */
 void rg_pool_leave(rlx_session *s);
 void rg_pool_free(rlx_model *m);
+/* batch.c: the decode program of B rows, one sequence each, over a pool of cap cache
+ * slots of ctx positions (rlx_session_decode_batch's; call with m->mu held) */
+int rg_batch_exec(rlx_model *m, int64_t B, int64_t cap, int64_t ctx, rg_exec **e, rlx_diag *d);
 
 /* min(max_position_embeddings, 4096) */
 int64_t rg_default_ctx(const rlx_model *m);

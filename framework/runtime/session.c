@@ -177,18 +177,23 @@ RLX_API int rlx_session_program(rlx_session *s, int phase, int64_t pos, int64_t 
     if (!s) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_session_program: no session");
     if (phase != RLX_PHASE_PREFILL && phase != RLX_PHASE_DECODE)
         return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_session_program: phase %d is not prefill or decode", phase);
-    if (phase == RLX_PHASE_DECODE && n != 1)
-        return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_session_program: a decode step is 1 token, not %lld", (long long)n);
-    if (n < 1 || pos < 0 || pos + n > s->ctx)
+    const int batch = phase == RLX_PHASE_DECODE && n > 1; /* n sessions a step, one row each */
+    if (n < 1 || n > INT32_MAX || pos < 0 || pos + (batch ? 1 : n) > s->ctx)
         return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_session_program: %lld tokens at position %lld outside the "
                             "context length %lld", (long long)n, (long long)pos, (long long)s->ctx);
-    /* as rlx_session_prefill and rlx_session_decode choose it */
-    int64_t T = phase == RLX_PHASE_DECODE ? 1 : bucket(n, s->ctx - pos), rows, V;
+    /* as rlx_session_prefill, rlx_session_decode and rlx_session_decode_batch choose it */
+    int64_t T = phase == RLX_PHASE_DECODE ? n : bucket(n, s->ctx - pos), rows = T, V;
     int last = phase == RLX_PHASE_PREFILL && !all_logits;
     rg_exec *e;
     const rlx_value_desc *lo;
     step_lock(s);
-    int rc = step_exec(s, phase, n, &T, last, &e, &lo, &rows, &V, d);
+    int rc;
+    if (batch) { /* a pool of n slots, new: the compile counts all of it */
+        s->m->run_states = NULL;
+        rc = rg_batch_exec(s->m, n, n, s->ctx, &e, d);
+    } else {
+        rc = step_exec(s, phase, n, &T, last, &e, &lo, &rows, &V, d);
+    }
     if (!rc) {
         rlx_program_info pi = {T, s->ctx, rows == 1 && T > 1, e->plan.n_nodes, 0, 0, 0};
         rg_program_flops(&e->prog, pos, &pi.matmul_flops, &pi.attention_flops);

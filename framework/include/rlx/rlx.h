@@ -219,6 +219,8 @@ int rlx_model_dump_flow(rlx_model *m, FILE *out, rlx_diag *d);
 /* the prefill and decode flows as one JSON flow file for rlx_model_options.flow_file
  * (one flow when they are the same, else each under a phase= condition) */
 int rlx_model_dump_flow_json(rlx_model *m, FILE *out, rlx_diag *d);
+/* seq_len: the prompt rows of a prefill or encode; for RLX_PHASE_DECODE the rows of a step:
+ * 1 the single-session decode, B > 1 that of B sessions in rlx_session_decode_batch */
 int rlx_model_dump_graph(rlx_model *m, int phase, int64_t seq_len, FILE *out, rlx_diag *d);
 
 /* ctx_len: KV cache rows (0: min(max_position_embeddings, 4096)). Sessions of one model
@@ -248,7 +250,8 @@ int rlx_session_decode_batch(rlx_session **s, int B, const int32_t *ids, float *
 /* The program a step of s would run, compiled (and cached) but not run: with phase
  * RLX_PHASE_PREFILL, rlx_session_prefill of n tokens at position pos (all_logits nonzero:
  * the caller wants every row's logits, else the last row's only); with RLX_PHASE_DECODE,
- * rlx_session_decode at pos (n = 1). dump: prints it as passes.verbose does (NULL: no
+ * rlx_session_decode at pos (n = 1), or rlx_session_decode_batch of n sessions of s's
+ * context length, each row at pos (n > 1). dump: prints it as passes.verbose does (NULL: no
  * print); info: its figures (NULL: none). FLOPs count 2 per multiply-add of the matmul-class
  * ops (matmul, matmul_nn, bmm, linear_swiglu, conv2d) and of attention's q·k and p·v over
  * the keys each row attends to at pos; elementwise ops, norms, softmax and rope are not
