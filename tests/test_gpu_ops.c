@@ -1041,6 +1041,14 @@ static void test_half(gpu *g)
     mm_case(g, 32, 2048, 256, RLX_BF16, RLX_BF16, RLX_BF16, 1, 0);
     mm_case(g, 24, 1024, 96, RLX_F16, RLX_F16, RLX_F32, 0, 1);
     mm_case(g, 17, 512, 64, RLX_BF16, RLX_BF16, RLX_BF16, 0, 0);
+    /* no more column blocks than SMs over K of 2+ rounds a warp: two register sets, one
+     * round loading while the other's MMAs run; rounds a warp even (8192), odd (5120: the
+     * last half full) and uneven between warps (4128: warp 0 one step more), one and two
+     * n8 tiles of rows, a bias, 16-bit and f32 outputs */
+    mm_case(g, 8, 8192, 2048, RLX_BF16, RLX_BF16, RLX_BF16, 0, 0);
+    mm_case(g, 6, 5120, 1024, RLX_F16, RLX_F16, RLX_F32, 1, 0);
+    mm_case(g, 12, 4128, 256, RLX_BF16, RLX_BF16, RLX_BF16, 1, 0);
+    mm_case(g, 2, 4096, 16, RLX_F16, RLX_F16, RLX_F16, 0, 0);
     /* one row, few columns over a long K: the skinny kernel splits K over 2 or 4 warps */
     mm_case(g, 1, 4104, 70, RLX_BF16, RLX_BF16, RLX_BF16, 1, 0);
     mm_case(g, 1, 1031, 90, RLX_F32, RLX_F16, RLX_F32, 0, 0);
