@@ -1041,10 +1041,9 @@ static void test_half(gpu *g)
     mm_case(g, 32, 2048, 256, RLX_BF16, RLX_BF16, RLX_BF16, 1, 0);
     mm_case(g, 24, 1024, 96, RLX_F16, RLX_F16, RLX_F32, 0, 1);
     mm_case(g, 17, 512, 64, RLX_BF16, RLX_BF16, RLX_BF16, 0, 0);
-    /* no more column blocks than SMs over K of 2+ rounds a warp: two register sets, one
-     * round loading while the other's MMAs run; rounds a warp even (8192), odd (5120: the
-     * last half full) and uneven between warps (4128: warp 0 one step more), one and two
-     * n8 tiles of rows, a bias, 16-bit and f32 outputs */
+    /* the same over K of several load rounds a warp: 4 (8192), 2.5 (5120: the last one
+     * half full), 2 with warp 0 one step more (4128), 2 (4096); one and two n8 tiles of
+     * rows, a bias, 16-bit and f32 outputs */
     mm_case(g, 8, 8192, 2048, RLX_BF16, RLX_BF16, RLX_BF16, 0, 0);
     mm_case(g, 6, 5120, 1024, RLX_F16, RLX_F16, RLX_F32, 1, 0);
     mm_case(g, 12, 4128, 256, RLX_BF16, RLX_BF16, RLX_BF16, 1, 0);
