@@ -383,6 +383,29 @@ START_TEST(kv_cache_lazy)
 }
 END_TEST
 
+/* a reader that has gone (`| head -c1` done) is a failed write: exit 1 with one line, not
+ * death by SIGPIPE (status 141) */
+START_TEST(closed_stdout_is_exit_1)
+{
+    char cmd[3][16384];
+    snprintf(cmd[0], sizeof cmd[0], "'%s' generate --model '%s' --ids 1,2 -n 2 --json", rlx_run(),
+             tu_src("tests/bad-inputs/good-micro"));
+    snprintf(cmd[1], sizeof cmd[1], "'%s' list --json", tu_tool("tools/rlx-plugins"));
+    snprintf(cmd[2], sizeof cmd[2], "'%s' --config '%s' --prefill 4 --decode 2 --threads 1 --dump-graph",
+             tu_tool("tools/rlx-bench"), tu_fixture("llama32-tiny/config.json"));
+    static const char *want[3] = {"rlx-run: standard output: write failed: Broken pipe\n",
+                                  "rlx-plugins: writing standard output failed\n",
+                                  "rlx-bench: standard output: write failed: Broken pipe\n"};
+    for (int i = 0; i < 3; i++) {
+        tu_result r = tu_run_closed_stdout(cmd[i], 120);
+        ck_assert_msg(r.status == 1, "exit status %d (want 1)\n$ %s\nstderr: %s", r.status, cmd[i], r.err);
+        ck_assert_msg(strstr(r.err, want[i]) != NULL, "stderr lacks '%s'\n$ %s\nstderr: %s", want[i], cmd[i],
+                      r.err);
+        tu_result_free(&r);
+    }
+}
+END_TEST
+
 int main(void)
 {
     tmp = tu_mkdtemp();
@@ -396,6 +419,7 @@ int main(void)
     tcase_add_test(tc, outputs_complete_or_untouched);
     tcase_add_test(tc, sampling_edges);
     tcase_add_test(tc, kv_cache_lazy);
+    tcase_add_test(tc, closed_stdout_is_exit_1);
     suite_add_tcase(s, tc);
     int failed = tu_run_suite(s) != 0;
     tu_rmrf(tmp);

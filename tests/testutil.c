@@ -56,7 +56,8 @@ static void append(char **buf, size_t *len, size_t *cap, const char *src, size_t
     (*buf)[*len] = 0;
 }
 
-tu_result tu_run(const char *cmd, int timeout_s)
+/* closed_out: the command's stdout is a pipe whose reader has gone before it starts */
+static tu_result run(const char *cmd, int timeout_s, int closed_out)
 {
     tu_result r = {-1, calloc(1, 1), calloc(1, 1)};
     int po[2], pe[2];
@@ -71,9 +72,13 @@ tu_result tu_run(const char *cmd, int timeout_s)
         _exit(127);
     }
     close(po[1]); close(pe[1]);
+    if (closed_out) {
+        close(po[0]);
+        po[0] = -1;
+    }
     size_t ol = 0, oc = 1, el = 0, ec = 1;
     struct pollfd fds[2] = {{po[0], POLLIN, 0}, {pe[0], POLLIN, 0}};
-    int open_fds = 2;
+    int open_fds = closed_out ? 1 : 2;
     time_t start = time(NULL);
     int killed = 0;
     while (open_fds > 0) {
@@ -98,6 +103,10 @@ tu_result tu_run(const char *cmd, int timeout_s)
     else if (WIFSIGNALED(st)) r.status = 128 + WTERMSIG(st);
     return r;
 }
+
+tu_result tu_run(const char *cmd, int timeout_s) { return run(cmd, timeout_s, 0); }
+
+tu_result tu_run_closed_stdout(const char *cmd, int timeout_s) { return run(cmd, timeout_s, 1); }
 
 void tu_result_free(tu_result *r)
 {

@@ -19,6 +19,8 @@ typedef struct tu_result {
 /* Runs `sh -c cmd` (cmd may use $RLX_BUILDDIR etc.), captures both streams.
  * timeout_s: SIGKILL after that many seconds (status 137). */
 tu_result tu_run(const char *cmd, int timeout_s);
+/* tu_run with stdout a pipe nobody reads (its reader closed before cmd starts): out stays "" */
+tu_result tu_run_closed_stdout(const char *cmd, int timeout_s);
 void tu_result_free(tu_result *r);
 /* builddir tool path: "tools/rlx-run" -> "$RLX_BUILDDIR/tools/rlx-run" */
 const char *tu_tool(const char *name);

@@ -3,6 +3,7 @@
  * config, so any real shape can be measured without a checkpoint. Medians over --reps. */
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -545,6 +546,7 @@ done:
 
 int main(int argc, char **argv)
 {
+    signal(SIGPIPE, SIG_IGN); /* a reader gone is a failed write (exit 1), not a signal */
     bench_args a;
     run_prog_name = "rlx-bench";
     int rc = parse(argc, argv, &a);

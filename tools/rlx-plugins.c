@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "rlx/rlx.h"
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -283,6 +284,7 @@ static const rlx_plugin_info *find(const rlx_registry *r, const char *name)
 
 int main(int argc, char **argv)
 {
+    signal(SIGPIPE, SIG_IGN); /* a reader gone is a failed write (exit 1), not a signal */
     const char *cmd = NULL, *name = NULL;
     int json = 0;
     for (int i = 1; i < argc; i++) {

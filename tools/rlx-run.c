@@ -1,6 +1,7 @@
 /* rlx-run: run models from the command line. Subcommands: generate (the default),
  * forward, tokenize, detokenize, chat, diffuse. Exit status: 0 ok, 1 error (one line on stderr),
  * 2 bad usage. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include "run_cmds.h"
@@ -42,6 +43,7 @@ static int run_cmd(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    signal(SIGPIPE, SIG_IGN); /* a reader gone is a failed write (exit 1), not a signal */
     int rc = run_cmd(argc, argv);
     /* every subcommand's results go to stdout: a write that failed is exit 1 */
     if (rc == 0 && run_stdout_check()) rc = 1;
