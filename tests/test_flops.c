@@ -172,6 +172,38 @@ START_TEST(bench_reads_with_the_decode)
 }
 END_TEST
 
+/* bytes a decode token streams, as rlx-bench counts them: decode GB/s over tokens/s */
+static double bench_bytes(const char *args)
+{
+    json_t *o = bench_json(args);
+    double gbs = json_number_value(json_object_get(o, "decode_gb_per_s"));
+    double tps = json_number_value(json_object_get(o, "decode_tokens_per_s"));
+    json_decref(o);
+    ck_assert_msg(gbs > 0 && tps > 0, "%s: decode %g GB/s at %g tok/s", args, gbs, tps);
+    return gbs * 1e9 / tps;
+}
+
+/* the bytes follow the dtype the model runs in, whether --precision or a profile set it */
+START_TEST(bench_bytes_follow_the_profile)
+{
+    char *dir = tu_mkdtemp(), path[4096], args[8192];
+    snprintf(path, sizeof path, "%s/bf16.rlx.json", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"precision\": {\"compute\": \"bf16\"}}\n", f);
+    ck_assert_int_eq(fclose(f), 0);
+    snprintf(args, sizeof args, "--decode 2 --reps 1 --no-reference --profile '%s'", path);
+    double by_profile = bench_bytes(args);
+    double by_option = bench_bytes("--decode 2 --reps 1 --no-reference --precision bf16");
+    double f32 = bench_bytes("--decode 2 --reps 1 --no-reference");
+    ck_assert_msg(fabs(by_profile - by_option) <= 1e-9 * by_option, "bf16 by profile %.1f bytes, by option %.1f",
+                  by_profile, by_option);
+    ck_assert_msg(fabs(f32 - 2 * by_option) <= 1e-9 * f32, "f32 %.1f bytes a token, bf16 %.1f", f32, by_option);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 static void expect(const char *out, const char *fragment)
 {
     ck_assert_msg(strstr(out, fragment) != NULL, "no \"%s\" in:\n%s", fragment, out);
@@ -223,6 +255,7 @@ int main(void)
     tcase_add_test(tc, counts_match_hand_figures);
     tcase_add_test(tc, bench_counts_the_program);
     tcase_add_test(tc, bench_reads_with_the_decode);
+    tcase_add_test(tc, bench_bytes_follow_the_profile);
     tcase_add_test(tc, dump_graph_shows_what_runs);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

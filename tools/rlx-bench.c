@@ -386,8 +386,10 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
         /* weights streamed once per decode token (in the compute dtype), plus the K/V cache read */
         double kv = 2.0 * (double)cfg->num_layers * (double)(cfg->num_kv_heads > 0 ? cfg->num_kv_heads : cfg->num_heads) *
                     hd * ((double)D + (double)N / 2.0);
-        const char *pc = a->mf.precision ? a->mf.precision : "f32";
-        int half = strcmp(pc, "f32") != 0, kv_half = half && !(a->mf.mixed && !strcmp(a->mf.mixed, "auto"));
+        /* the decode programs' dtypes: --precision / --mixed, else the profile's */
+        const rlx_profile *dp = rlx_model_get_profile(m, RLX_PHASE_DECODE);
+        const char *pc = dp->precision.compute;
+        int half = strcmp(pc, "f32") != 0, kv_half = half && strcmp(dp->precision.mixed, "auto") != 0;
         /* a batched step streams the weights once for its B tokens: bytes per token amortised */
         double bytes_tok = ((half ? 2.0 : 4.0) * lp + (double)B * (kv_half ? 2.0 : 4.0) * kv) / (double)B;
         /* each rep's decode against the read taken right after it, before bench_median() sorts dec */

@@ -314,6 +314,10 @@ RLX_API void rlx_model_close(rlx_model *m)
 
 RLX_API const rlx_model_config *rlx_model_get_config(const rlx_model *m) { return m ? &m->cfg : NULL; }
 RLX_API const char *rlx_model_backend_name(const rlx_model *m) { return m && m->be ? m->be->name : NULL; }
+RLX_API const rlx_profile *rlx_model_get_profile(const rlx_model *m, int phase)
+{
+    return m ? &m->profile[phase == RLX_PHASE_DECODE ? 1 : 0] : NULL;
+}
 RLX_API int rlx_model_compiled_count(const rlx_model *m)
 {
     if (!m) return 0;

@@ -213,6 +213,9 @@ int rlx_model_open(const char *dir, const rlx_model_options *opt, rlx_model **ou
 void rlx_model_close(rlx_model *m);
 const rlx_model_config *rlx_model_get_config(const rlx_model *m);
 const char *rlx_model_backend_name(const rlx_model *m);
+/* the profile a phase's programs compile with, the options' overrides applied (precision,
+ * mixed, devices); RLX_PHASE_ENCODE: the prefill one */
+const rlx_profile *rlx_model_get_profile(const rlx_model *m, int phase);
 int rlx_model_threads(const rlx_model *m);
 /* print the flow / the compiled graph after passes (op counts, fused regions, arena) */
 int rlx_model_dump_flow(rlx_model *m, FILE *out, rlx_diag *d);
