@@ -232,6 +232,22 @@ START_TEST(outputs_complete_or_untouched)
     ck_assert_ptr_nonnull(rlx_weights_find(w, "decode_logits"));
     rlx_weights_close(w);
     assert_no_temp(o);
+    /* one token is the prefill's: no decode rows, and the file still says so */
+    snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --ids 1,2 -n 1 --logits-out '%s'", rlx_run(), demo, out);
+    r = tu_run(cmd, 60);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    tu_result_free(&r);
+    ck_assert_int_eq(rlx_weights_open(out, &w, NULL), 0);
+    const rlx_tensor_info *ti = rlx_weights_find(w, "decode_logits"), *tl = rlx_weights_find(w, "logits");
+    ck_assert_ptr_nonnull(ti);
+    ck_assert_ptr_nonnull(tl);
+    ck_assert_int_eq(ti->dtype, RLX_F32);
+    ck_assert_uint_eq(ti->shape.ndim, 2);
+    ck_assert_int_eq(ti->shape.dims[0], 0);
+    ck_assert_int_eq(ti->shape.dims[1], tl->shape.dims[1]);
+    ck_assert_uint_eq(ti->nbytes, 0);
+    rlx_weights_close(w);
+    assert_no_temp(o);
 
     /* stdout on a full device */
     static const char *const full[] = {

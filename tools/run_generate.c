@@ -199,7 +199,7 @@ static int save_logits(const char *path, const float *all, int64_t t, const floa
     if (!w) return rlx_diag_set(d, RLX_ERR_NOMEM, "%s: out of memory", path);
     rlx_shape s1 = {2, {t, vocab}}, s2 = {2, {rows, vocab}};
     int rc = rlx_st_writer_add(w, "logits", RLX_F32, &s1, all, d);
-    if (rc == 0 && rows > 0) rc = rlx_st_writer_add(w, "decode_logits", RLX_F32, &s2, dec, d);
+    if (rc == 0) rc = rlx_st_writer_add(w, "decode_logits", RLX_F32, &s2, dec, d); /* -n 1: [0, vocab] */
     if (rc == 0) rc = rlx_st_writer_save(w, path, d);
     rlx_st_writer_free(w);
     return rc;
