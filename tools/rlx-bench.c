@@ -58,7 +58,7 @@ static const char help[] =
     "  --peer-gguf FILE     the GGUF with the same shapes (and 16-bit or f32 weights) as the model\n"
     "  --dump-graph         print the programs the run would time and exit, timing nothing: the\n"
     "                       prefill at T (last-row), then the decode step of one row, or of B\n"
-    "                       rows with --batch B (rlx_model_dump_graph); not with --json,\n"
+    "                       rows with --batch B (rlx_session_program); not with --json,\n"
     "                       --peer-llamacpp, --sessions or --devices\n"
     "  --json               {\"prefill_tokens_per_s\",\"decode_tokens_per_s\",\"prefill_gflops\",\n"
     "                        \"decode_gb_per_s\",\"threads\",\"backend\",\"reps\",\"batch\",\"prefill_flops\",\n"
