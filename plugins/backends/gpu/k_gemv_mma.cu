@@ -6,9 +6,14 @@
  * m16n8k16 MMAs (columns as A's rows, x's rows as B's columns; the 8 elements of a lane
  * stand in for its fragment's k indices, the same order for A and B, so any k order is a
  * valid one). A lane's weights for U steps load before it waits on the kernel before
- * (weights are constant); the warps' partial sums meet in shared memory and warp 0 applies
- * gpu_gemv_multi's epilogues: bias, SwiGLU (wu: the up weights), the residual add. */
+ * (weights are constant), and with one n8 tile of rows its x for those U steps loads with
+ * them (x is read from L2 by every block: loaded right before each step's MMAs it added a
+ * second round trip to every round); the warps' partial sums meet in shared memory and
+ * warp 0 applies gpu_gemv_multi's epilogues: bias, SwiGLU (wu: the up weights), the
+ * residual add. */
 #include "gpu_mma.h"
+
+#include <stdlib.h>
 
 #define GM_WARPS 8 /* a block's warps, each every 8th step of K */
 
@@ -50,8 +55,27 @@ __device__ __forceinline__ void gm_load(uint4 *wa, uint4 *wb, uint4 *ua, uint4 *
     }
 }
 
-/* MT n8 tiles of x's rows (M <= 8 MT); U steps of weights in flight a lane */
-template <int DT, bool GLU, int MT, int U>
+/* a lane's 16 bytes of x's row g (of each n8 tile) for the U steps s0, s0 + GM_WARPS, ... */
+template <int MT, int U>
+__device__ __forceinline__ void gm_load_x(uint4 (*xr)[MT], const uint16_t *__restrict__ x, int M, int K, int s0,
+                                          int steps, int g, int t)
+{
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int s = s0 + u * GM_WARPS;
+        if (s < steps)
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                const int m = mt * 8 + g;
+                xr[u][mt] = m < M ? *(const uint4 *)(x + (int64_t)m * K + (int64_t)s * 32 + t * 8)
+                                  : make_uint4(0, 0, 0, 0);
+            }
+    }
+}
+
+/* MT n8 tiles of x's rows (M <= 8 MT); U steps of weights in flight a lane (XR: and of x,
+ * loaded with them instead of right before each step's MMAs: x comes from L2) */
+template <int DT, bool GLU, int MT, int U, bool XR>
 __global__ __launch_bounds__(GM_WARPS * 32) static void k_gemv_mma(const uint16_t *__restrict__ x, gemv_segs sg,
                                                                    const uint16_t *__restrict__ wu, int M, int K,
                                                                    int early)
@@ -79,9 +103,12 @@ __global__ __launch_bounds__(GM_WARPS * 32) static void k_gemv_mma(const uint16_
     if (early) /* fixed weights: their first round overlaps the kernel before */
         gm_load<GLU, U>(wa, wb, ua, ub, w, wu, ra, rb, warp, steps, t);
     RLX_PDL_WAIT(); /* x (and weights that are not fixed) may come from the kernel before */
+    uint4 xr[XR ? U : 1][MT];
     for (int s0 = warp; s0 < steps; s0 += GM_WARPS * U) {
         if (s0 != warp || !early)
             gm_load<GLU, U>(wa, wb, ua, ub, w, wu, ra, rb, s0, steps, t);
+        if (XR)
+            gm_load_x<MT, XR ? U : 1>(xr, x, M, K, s0, steps, g, t);
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int s = s0 + u * GM_WARPS;
@@ -92,7 +119,9 @@ __global__ __launch_bounds__(GM_WARPS * 32) static void k_gemv_mma(const uint16_
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) {
                 const int m = mt * 8 + g;
-                xb[mt] = m < M ? *(const uint4 *)(x + (int64_t)m * K + k) : make_uint4(0, 0, 0, 0);
+                xb[mt] = XR      ? xr[XR ? u : 0][mt]
+                         : m < M ? *(const uint4 *)(x + (int64_t)m * K + k)
+                                 : make_uint4(0, 0, 0, 0);
             }
             const uint32_t a0[4] = {wa[u].x, wb[u].x, wa[u].y, wb[u].y};
             const uint32_t a1[4] = {wa[u].z, wb[u].z, wa[u].w, wb[u].w};
@@ -157,12 +186,20 @@ static void gm_launch(gpuStream_t s, const uint16_t *x, const gemv_segs &sg, con
 {
     const unsigned grid = (unsigned)(sg.end[sg.n - 1] / 16);
     constexpr int U = GLU ? 4 : 8; /* 64 registers of weights a lane either way */
-    if (M > 8)
-        rlx_launch_pdl(rlx_pdl_on(1), k_gemv_mma<DT, GLU, 2, U>, dim3(grid), dim3(GM_WARPS * 32), 0, s, x, sg, wu, M, K,
-                       early);
+    static int xr = -1; /* RLX_GPU_MMA_XR=0: x read right before each step's MMAs */
+    if (xr < 0) {
+        const char *e = getenv("RLX_GPU_MMA_XR");
+        xr = !(e && e[0] == '0' && !e[1]);
+    }
+    if (M > 8) /* two tiles' x a round: ~64 more registers, one block an SM instead of two */
+        rlx_launch_pdl(rlx_pdl_on(1), k_gemv_mma<DT, GLU, 2, U, false>, dim3(grid), dim3(GM_WARPS * 32), 0, s, x, sg,
+                       wu, M, K, early);
+    else if (xr)
+        rlx_launch_pdl(rlx_pdl_on(1), k_gemv_mma<DT, GLU, 1, U, true>, dim3(grid), dim3(GM_WARPS * 32), 0, s, x, sg,
+                       wu, M, K, early);
     else
-        rlx_launch_pdl(rlx_pdl_on(1), k_gemv_mma<DT, GLU, 1, U>, dim3(grid), dim3(GM_WARPS * 32), 0, s, x, sg, wu, M, K,
-                       early);
+        rlx_launch_pdl(rlx_pdl_on(1), k_gemv_mma<DT, GLU, 1, U, false>, dim3(grid), dim3(GM_WARPS * 32), 0, s, x, sg,
+                       wu, M, K, early);
 }
 
 int gpu_gemv_mma(gpuStream_t s, gpu_ten x, gpu_ten wu, const gpu_gemv_seg *seg, int nseg, int64_t M, int64_t K)
