@@ -265,6 +265,7 @@ START_TEST(test_cli_usage_errors)
     static const char *const bad[] = {
         "--bogus",
         "generate --ids 1,x",
+        "generate --model /nonexistent/model --ids 1,x",
         "generate --ids",
         "generate -n -3 --ids 1",
         "generate --policy sideways --ids 1",

@@ -265,6 +265,9 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
 {
     char path[4096];
     rlx_model_options mo;
+    /* bad usage is exit 2 whatever the model: the ids are read before it is opened */
+    if (!a->prompt && a->ids && run_ids("--ids", a->ids, &g->prompt, &g->n_prompt) != 0)
+        return fprintf(stderr, "%s\n", usage), 2;
     run_model_options(&a->mf, &mo);
     if (rlx_tp_open(a->model, &mo, 0, &g->tp, d) != 0) return run_fail(d);
     g->model = rlx_tp_model(g->tp, 0);
@@ -286,9 +289,6 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
             return run_fail(d);
         g->n_prompt = n;
         if (n == 0) return run_error("--prompt: the prompt encodes to no tokens");
-    } else if (a->ids) {
-        if (run_ids("--ids", a->ids, &g->prompt, &g->n_prompt) != 0)
-            return fprintf(stderr, "%s\n", usage), 2;
     }
     if (a->dump_flow && !a->dump_graph) return 0;
     /* without a prompt, --dump-graph shows the programs of a one-token one */
