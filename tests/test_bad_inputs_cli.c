@@ -50,10 +50,21 @@ START_TEST(control_good_model_runs)
     tu_result r = tu_run(cmd, 60);
     ck_assert_msg(r.status == 0, "good model: exit %d: %s", r.status, r.err);
     tu_result_free(&r);
-    snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --ids 1,2 -n 2", rlx_run(),
+    snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --ids 1,2 -n 2 --greedy", rlx_run(),
              tu_src("tests/bad-inputs/good-micro"));
     r = tu_run(cmd, 60);
     ck_assert_msg(r.status == 0, "good model generate: exit %d: %s", r.status, r.err);
+    /* no tokenizer.json: the generated ids stream instead of text, the --json ids */
+    tu_result j = tu_run(strcat(cmd, " --json"), 60);
+    ck_assert_msg(j.status == 0, "good model generate --json: exit %d: %s", j.status, j.err);
+    const char *ids = strstr(j.out, "\"ids\":[");
+    ck_assert_msg(ids != NULL, "%s", j.out);
+    char want[64];
+    int a = 0, b = 0;
+    ck_assert_int_eq(sscanf(ids, "\"ids\":[%d,%d]", &a, &b), 2);
+    snprintf(want, sizeof want, "%d %d\n", a, b);
+    ck_assert_str_eq(r.out, want);
+    tu_result_free(&j);
     tu_result_free(&r);
 }
 END_TEST

@@ -135,11 +135,17 @@ static size_t stable_prefix(const char *s, size_t len)
 
 typedef struct streamer {
     const rlx_tokenizer *tok;
-    size_t printed;
+    int ids;        /* no tokenizer: the ids stream instead, space-separated */
+    size_t printed; /* bytes of text, or ids */
 } streamer;
 
 static int stream_text(streamer *st, const int32_t *ids, size_t n, int final, rlx_diag *d)
 {
+    if (st->ids) {
+        for (; st->printed < n; st->printed++) printf(st->printed ? " %d" : "%d", (int)ids[st->printed]);
+        run_flush_stdout();
+        return 0;
+    }
     if (!st->tok) return 0;
     char *text = NULL;
     if (rlx_tokenizer_decode(st->tok, ids, n, 1, &text, d) != 0) return -1;
@@ -329,7 +335,7 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
     memcpy(g->hist, g->prompt, (size_t)t * sizeof(int32_t));
     g->n_hist = (size_t)t;
 
-    streamer st = {a->json ? NULL : g->tok, 0};
+    streamer st = {a->json ? NULL : g->tok, !a->json && !g->tok, 0};
     if (!a->json && g->tok && a->prompt) {
         fputs(a->prompt, stdout);
         run_flush_stdout();
@@ -357,7 +363,7 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
     }
     double t2 = run_now_ms();
     if (stream_text(&st, g->hist + t, (size_t)generated, 1, d) != 0) return run_fail(d);
-    if (!a->json && g->tok) fputc('\n', stdout);
+    if (!a->json) fputc('\n', stdout);
 
     if (a->logits_out &&
         save_logits(a->logits_out, g->all_logits, t, g->dec_logits, steps, vocab, d) != 0)
