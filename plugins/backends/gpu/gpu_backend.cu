@@ -649,23 +649,17 @@ static int gpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
     if (opt && opt->struct_size >= RLX_STRUCT_SIZE(rlx_backend_options, graphs))
         be->graphs = opt->graphs;
     {
-        const char *fz = getenv("RLX_GPU_FUSE");
-        be->fuse = !(fz && strcmp(fz, "0") == 0);
-        const char *la = getenv("RLX_GPU_LATE_ADD");
-        be->late_add = !(la && strcmp(la, "0") == 0);
-        const char *fs = getenv("RLX_GPU_FA_SPLIT");
-        be->fa_split = !(fs && strcmp(fs, "0") == 0);
+        be->fuse = !rlx_env_off("RLX_GPU_FUSE");
+        be->late_add = !rlx_env_off("RLX_GPU_LATE_ADD");
+        be->fa_split = !rlx_env_off("RLX_GPU_FA_SPLIT");
         const char *gf = getenv("RLX_GPU_GLU_F32");
         be->glu_f32 = gf && strcmp(gf, "1") == 0;
-        const char *qg = getenv("RLX_GPU_QKV_GEMM");
-        be->qkv_gemm = !(qg && strcmp(qg, "0") == 0);
-        const char *rs = getenv("RLX_GPU_ROWS_SPLIT");
-        be->rows_split = !(rs && strcmp(rs, "0") == 0);
+        be->qkv_gemm = !rlx_env_off("RLX_GPU_QKV_GEMM");
+        be->rows_split = !rlx_env_off("RLX_GPU_ROWS_SPLIT");
         const char *gr = getenv("RLX_GPU_GEMV_ROWS");
         be->gemv_rows = gr && *gr ? atoi(gr) : 1;
         be->gemv_rows = be->gemv_rows < 1 ? 1 : be->gemv_rows > GPU_GEMV_MAX_M ? GPU_GEMV_MAX_M : be->gemv_rows;
-        const char *gm = getenv("RLX_GPU_GEMV_MMA");
-        be->gemv_mma = !(gm && strcmp(gm, "0") == 0);
+        be->gemv_mma = !rlx_env_off("RLX_GPU_GEMV_MMA");
         const char *nr = getenv("RLX_GPU_NORM_ROWS");
         be->norm_rows = nr && *nr ? atoi(nr) : 1;
         const char *g = getenv("RLX_GPU_GEMM");

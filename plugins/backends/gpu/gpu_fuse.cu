@@ -525,8 +525,7 @@ static int fixed_at_start(const gpu_exe *x, const rlx_program *prog, int v)
  * same pos (rows pos on). */
 void pre_steps(gpu_exe *x, const rlx_program *prog)
 {
-    const char *e = getenv("RLX_GPU_PRE"); /* =0: every read after the wait, to compare */
-    const int on = !(e && strcmp(e, "0") == 0);
+    const int on = !rlx_env_off("RLX_GPU_PRE"); /* =0: every read after the wait, to compare */
     for (uint32_t i = 0; i < x->n_steps; i++) {
         gpu_step *st = &x->steps[i];
         st->pre = 0;

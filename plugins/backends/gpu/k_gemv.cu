@@ -309,12 +309,6 @@ typedef struct gv_opts {
     int early; /* the first weights loaded before the wait (RLX_GPU_GEMV_EARLY=0: off) */
 } gv_opts;
 
-static int env_off(const char *name)
-{
-    const char *e = getenv(name);
-    return e && strcmp(e, "0") == 0;
-}
-
 static const gv_opts *gv_opt(void)
 {
     static gv_opts o;
@@ -323,8 +317,8 @@ static const gv_opts *gv_opt(void)
         const char *e = getenv("RLX_GPU_GEMV_WARPS");
         int v = e ? atoi(e) : 0;
         o.warps = v == 4 || v == 16 ? v : 8;
-        o.xsm = !env_off("RLX_GPU_GEMV_SMEM");
-        o.early = !env_off("RLX_GPU_GEMV_EARLY");
+        o.xsm = !rlx_env_off("RLX_GPU_GEMV_SMEM");
+        o.early = !rlx_env_off("RLX_GPU_GEMV_EARLY");
         done = 1;
     }
     return &o;

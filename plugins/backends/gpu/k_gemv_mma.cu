@@ -13,8 +13,6 @@
  * residual add. */
 #include "gpu_mma.h"
 
-#include <stdlib.h>
-
 #define GM_WARPS 8 /* a block's warps, each every 8th step of K */
 
 int gpu_gemv_mma_ok(int wdt, int xdt, int64_t N, int64_t K)
@@ -55,7 +53,13 @@ __device__ __forceinline__ void gm_load(uint4 *wa, uint4 *wb, uint4 *ua, uint4 *
     }
 }
 
-/* a lane's 16 bytes of x's row g (of each n8 tile) for the U steps s0, s0 + GM_WARPS, ... */
+/* a lane's 16 bytes of x's row m at step s (zeros past the M rows) */
+__device__ __forceinline__ uint4 gm_x(const uint16_t *__restrict__ x, int m, int M, int K, int s, int t)
+{
+    return m < M ? *(const uint4 *)(x + (int64_t)m * K + (int64_t)s * 32 + t * 8) : make_uint4(0, 0, 0, 0);
+}
+
+/* a lane's x of row g (of each n8 tile) for the U steps s0, s0 + GM_WARPS, ... */
 template <int MT, int U>
 __device__ __forceinline__ void gm_load_x(uint4 (*xr)[MT], const uint16_t *__restrict__ x, int M, int K, int s0,
                                           int steps, int g, int t)
@@ -65,11 +69,8 @@ __device__ __forceinline__ void gm_load_x(uint4 (*xr)[MT], const uint16_t *__res
         const int s = s0 + u * GM_WARPS;
         if (s < steps)
 #pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-                const int m = mt * 8 + g;
-                xr[u][mt] = m < M ? *(const uint4 *)(x + (int64_t)m * K + (int64_t)s * 32 + t * 8)
-                                  : make_uint4(0, 0, 0, 0);
-            }
+            for (int mt = 0; mt < MT; mt++)
+                xr[u][mt] = gm_x(x, mt * 8 + g, M, K, s, t);
     }
 }
 
@@ -114,15 +115,10 @@ __global__ __launch_bounds__(GM_WARPS * 32) static void k_gemv_mma(const uint16_
             const int s = s0 + u * GM_WARPS;
             if (s >= steps)
                 break;
-            const int64_t k = (int64_t)s * 32 + t * 8;
             uint4 xb[MT];
 #pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-                const int m = mt * 8 + g;
-                xb[mt] = XR      ? xr[XR ? u : 0][mt]
-                         : m < M ? *(const uint4 *)(x + (int64_t)m * K + k)
-                                 : make_uint4(0, 0, 0, 0);
-            }
+            for (int mt = 0; mt < MT; mt++)
+                xb[mt] = XR ? xr[XR ? u : 0][mt] : gm_x(x, mt * 8 + g, M, K, s, t);
             const uint32_t a0[4] = {wa[u].x, wb[u].x, wa[u].y, wb[u].y};
             const uint32_t a1[4] = {wa[u].z, wb[u].z, wa[u].w, wb[u].w};
 #pragma unroll
@@ -186,11 +182,7 @@ static void gm_launch(gpuStream_t s, const uint16_t *x, const gemv_segs &sg, con
 {
     const unsigned grid = (unsigned)(sg.end[sg.n - 1] / 16);
     constexpr int U = GLU ? 4 : 8; /* 64 registers of weights a lane either way */
-    static int xr = -1; /* RLX_GPU_MMA_XR=0: x read right before each step's MMAs */
-    if (xr < 0) {
-        const char *e = getenv("RLX_GPU_MMA_XR");
-        xr = !(e && e[0] == '0' && !e[1]);
-    }
+    static const int xr = !rlx_env_off("RLX_GPU_MMA_XR"); /* 0: x read right before each step's MMAs */
     if (M > 8) /* two tiles' x a round: ~64 more registers, one block an SM instead of two */
         rlx_launch_pdl(rlx_pdl_on(1), k_gemv_mma<DT, GLU, 2, U, false>, dim3(grid), dim3(GM_WARPS * 32), 0, s, x, sg,
                        wu, M, K, early);

@@ -119,6 +119,12 @@ typedef cudaEvent_t gpuEvent_t;
 #if defined(__cplusplus)
 #include <stdlib.h>
 #include <string.h>
+/* a comparison switch set to "0" (RLX_GPU_...=0: the path it replaced) */
+static inline int rlx_env_off(const char *name)
+{
+    const char *e = getenv(name);
+    return e && strcmp(e, "0") == 0;
+}
 /* programmatic launches on for a GEMV (gemv = 1) or another kernel (RLX_GPU_PDL=0: none,
  * =gemv: GEMVs only, to compare) */
 static inline int rlx_pdl_on(int gemv)
