@@ -274,24 +274,31 @@ static double linear_params(const rlx_model_config *m)
     return (double)m->num_layers * (H * q * 2 + H * kv * 2 + 3 * H * I) + (double)m->vocab_size * H;
 }
 
+/* where decode starts (the cache rows then: --decode-depth, else the prefill's), the prompt
+ * ids a run needs, and its sessions' context */
+static void run_shape(const bench_args *a, int64_t *D, int64_t *P, int64_t *ctx)
+{
+    *D = a->depth >= 0 ? a->depth : a->prefill;
+    *P = *D > a->prefill ? *D : a->prefill;
+    *ctx = a->ctx ? a->ctx : *P + a->decode + 1;
+}
+
 /* --dump-graph: the programs bench() would time, each labelled, none run: a session's
  * prefill as bench() opens it, then its decode step (of B rows with --batch B) */
 static int dump_programs(const bench_args *a, rlx_model *m, rlx_diag *d)
 {
-    int64_t T = a->prefill, N = a->decode, B = a->batch;
-    int64_t D = a->depth >= 0 ? a->depth : T, P = D > T ? D : T, ctx = a->ctx ? a->ctx : P + N + 1;
+    int64_t T = a->prefill, N = a->decode, B = a->batch, D, P, ctx;
+    run_shape(a, &D, &P, &ctx);
     rlx_session *s;
     if (rlx_session_new(m, ctx, &s, d) != 0) return 1;
     printf("# prefill: %lld prompt tokens, logits of the last row only", (long long)T);
     if (B > 1) printf(", each of %lld sequences in turn", (long long)B);
     printf("\n");
     int rc = rlx_session_program(s, RLX_PHASE_PREFILL, 0, T, 0, NULL, stdout, d);
-    if (!rc && N > 0 && B == 1) {
-        printf("# decode: one token a step, the first at position %lld\n", (long long)D);
-        rc = rlx_session_program(s, RLX_PHASE_DECODE, D, 1, 0, NULL, stdout, d);
-    } else if (!rc && N > 0) {
-        printf("# decode: %lld sequences a step, one row each (rlx_session_decode_batch), the first at "
-               "position %lld\n", (long long)B, (long long)D);
+    if (!rc && N > 0) {
+        if (B == 1) printf("# decode: one token a step, the first at position %lld\n", (long long)D);
+        else printf("# decode: %lld sequences a step, one row each (rlx_session_decode_batch), the first at "
+                    "position %lld\n", (long long)B, (long long)D);
         rc = rlx_session_program(s, RLX_PHASE_DECODE, D, B, 0, NULL, stdout, d);
     }
     rlx_session_free(s);
@@ -316,7 +323,8 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
     }
     const rlx_model_config *cfg = rlx_model_get_config(m);
     int64_t T = a->prefill, N = a->decode, B = a->batch, V = cfg->vocab_size;
-    int64_t D = a->depth >= 0 ? a->depth : T, P = D > T ? D : T; /* decode's start, prompt ids */
+    int64_t D, P, ctx; /* decode's start, prompt ids, the sessions' context */
+    run_shape(a, &D, &P, &ctx);
     int32_t *ids = malloc((size_t)P * sizeof *ids);
     float *logits = malloc((size_t)(V * B) * sizeof *logits);
     int32_t *step_ids = malloc((size_t)B * sizeof *step_ids);
@@ -325,7 +333,7 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
     int rc = (!ids || !logits || !step_ids || !pre || !dec || !s) ? rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory") : 0;
     uint64_t seed = (uint64_t)a->seed * 2654435761u + 1;
     for (int64_t i = 0; i < P && !rc; i++) ids[i] = (int32_t)(rng_next(&seed) % (uint64_t)V);
-    for (int64_t b = 0; b < B && !rc; b++) rc = rlx_session_new(m, a->ctx ? a->ctx : P + N + 1, &s[b], d);
+    for (int64_t b = 0; b < B && !rc; b++) rc = rlx_session_new(m, ctx, &s[b], d);
     /* the FLOPs of the prefill program each session runs (its last-row variant) */
     rlx_program_info pi = {0};
     if (!rc) rc = rlx_session_program(s[0], RLX_PHASE_PREFILL, 0, T, 0, &pi, NULL, d);
