@@ -132,12 +132,9 @@ static char *dump_decode(int64_t n)
     rlx_diag d;
     rlx_diag_init(&d);
     ck_assert_msg(rlx_model_dump_graph(m, RLX_PHASE_DECODE, n, out, &d) == 0, "n = %lld: %s", (long long)n, d.msg);
-    long len = ftell(out);
-    char *text = malloc((size_t)len + 1);
-    ck_assert(len > 0 && text);
-    rewind(out);
-    ck_assert_int_eq(fread(text, 1, (size_t)len, out), len);
-    text[len] = 0;
+    size_t len = 0;
+    char *text = tu_read_stream(out, &len);
+    ck_assert(text && len > 0);
     fclose(out);
     return text;
 }

@@ -44,11 +44,10 @@ static void teardown(void)
 static char *printed(const rlx_flow *f)
 {
     FILE *out = tmpfile();
+    ck_assert_ptr_nonnull(out);
     rlx_flow_print(f, out);
-    long n = ftell(out);
-    rewind(out);
-    char *t = calloc(1, (size_t)n + 1);
-    ck_assert_uint_eq(fread(t, 1, (size_t)n, out), (size_t)n);
+    char *t = tu_read_stream(out, NULL);
+    ck_assert_ptr_nonnull(t);
     fclose(out);
     return t;
 }

@@ -127,16 +127,22 @@ double tu_rel_l2(const float *a, const float *ref, size_t n)
     return sqrt(num / den);
 }
 
+char *tu_read_stream(FILE *f, size_t *len)
+{
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
+    if (b) { b[n] = 0; if (len) *len = (size_t)n; }
+    return b;
+}
+
 char *tu_read_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
-    if (b) { b[n] = 0; if (len) *len = (size_t)n; }
+    char *b = tu_read_stream(f, len);
     fclose(f);
     return b;
 }

@@ -2,6 +2,7 @@
 #ifndef RLX_TESTUTIL_H
 #define RLX_TESTUTIL_H
 #include <stddef.h>
+#include <stdio.h>
 
 /* $RLX_SRCDIR / $RLX_BUILDDIR / $RLX_FIXTURES joined with rel (static buffer per call slot) */
 const char *tu_src(const char *rel);
@@ -37,4 +38,6 @@ struct rlx_model *tu_open_model(const char *dir, const char *backend, int thread
 
 double tu_rel_l2(const float *a, const float *ref, size_t n);
 char *tu_read_file(const char *path, size_t *len);
+/* the whole of a seekable stream (a tmpfile a dump went to), NUL-terminated; NULL on failure */
+char *tu_read_stream(FILE *f, size_t *len);
 #endif
