@@ -1,5 +1,6 @@
 /* config.json: both transformers spellings give the same description; HF defaults;
- * strict errors naming file and key; generation_config.json. */
+ * strict errors naming file and key; generation_config.json; the weights a config's flows
+ * read (rlx_config_weights) against the checkpoints. */
 #include "rlx/rlx.h"
 #include "testutil.h"
 #include <check.h>
@@ -428,6 +429,81 @@ START_TEST(generation_config)
 }
 END_TEST
 
+/* rlx_config_weights into a list, for comparing with a checkpoint */
+typedef struct listed {
+    char name[256][128];
+    rlx_shape shape[256];
+    int n, stop_at; /* stop_at > 0: the sink fails on that tensor */
+} listed;
+
+static int list_sink(void *user, const char *name, const rlx_shape *s, rlx_diag *d)
+{
+    listed *l = user;
+    if (l->stop_at && l->n + 1 == l->stop_at) return rlx_diag_set(d, RLX_ERR_IO, "sink stops at %s", name);
+    ck_assert_int_lt(l->n, 256);
+    snprintf(l->name[l->n], sizeof l->name[0], "%s", name);
+    l->shape[l->n++] = *s;
+    return 0;
+}
+
+static const char *const causal[] = {"llama32-tiny", "llama-untied-bf16", "qwen3-tiny", "qwen3-untied-bf16",
+                                     "gemma2-tiny", "gemma3-tiny", "phi3-tiny"};
+
+/* from config.json alone, the tensors the transformers checkpoint of each causal fixture
+ * holds: the same names, each once, with the same shapes */
+START_TEST(config_weights_match_checkpoints)
+{
+    const char *name = causal[_i];
+    static listed l;
+    memset(&l, 0, sizeof l);
+    rlx_diag d;
+    rlx_diag_init(&d);
+    int rc = rlx_config_weights(tu_fixture(name), NULL, list_sink, &l, &d);
+    ck_assert_msg(rc == 0, "%s: %s", name, d.msg);
+    rlx_weights *w = NULL;
+    ck_assert_msg(rlx_weights_open(tu_fixture(name), &w, &d) == 0, "%s", d.msg);
+    ck_assert_msg((size_t)l.n == rlx_weights_count(w), "%s: %d listed, the checkpoint holds %zu", name, l.n,
+                  rlx_weights_count(w));
+    char a[96], b[96];
+    for (int i = 0; i < l.n; i++) {
+        const rlx_tensor_info *t = rlx_weights_find(w, l.name[i]);
+        ck_assert_msg(t != NULL, "%s: listed %s is not in the checkpoint", name, l.name[i]);
+        int same = t->shape.ndim == l.shape[i].ndim;
+        for (uint32_t k = 0; same && k < t->shape.ndim; k++) same = t->shape.dims[k] == l.shape[i].dims[k];
+        ck_assert_msg(same, "%s: %s listed as %s, stored as %s", name, l.name[i],
+                      rlx_shape_str(&l.shape[i], a, sizeof a), rlx_shape_str(&t->shape, b, sizeof b));
+        for (int j = 0; j < i; j++) ck_assert_msg(strcmp(l.name[i], l.name[j]) != 0, "%s listed twice", l.name[i]);
+    }
+    rlx_weights_close(w);
+}
+END_TEST
+
+START_TEST(config_weights_errors)
+{
+    static listed l;
+    memset(&l, 0, sizeof l);
+    rlx_diag d;
+    rlx_diag_init(&d);
+    /* the first flow reads the embedding table first; the sink's error is returned as is */
+    l.stop_at = 1;
+    ck_assert_int_eq(rlx_config_weights(tu_fixture("llama32-tiny"), NULL, list_sink, &l, &d), RLX_ERR_IO);
+    ck_assert_str_eq(d.msg, "sink stops at model.embed_tokens.weight");
+    ck_assert_int_eq(l.n, 0);
+    /* a block that leaves a weight's shape to the checkpoint cannot be listed */
+    rlx_diag_init(&d);
+    l.stop_at = 0;
+    ck_assert_int_eq(rlx_config_weights(tu_fixture("bert-tiny"), NULL, list_sink, &l, &d), RLX_ERR_UNSUPPORTED);
+    ck_assert_str_eq(d.msg, "tensor encoder.layer.0.intermediate.dense.weight: its block gives no expected shape, "
+                            "so it cannot be listed from the config alone");
+    rlx_diag_init(&d);
+    ck_assert_int_ne(rlx_config_weights(tu_fixture("no-such-model"), NULL, list_sink, &l, &d), 0);
+    ck_assert_msg(strstr(d.msg, "no-such-model") != NULL, "message '%s' does not name the path", d.msg);
+    rlx_diag_init(&d);
+    ck_assert_int_eq(rlx_config_weights(NULL, NULL, list_sink, &l, &d), RLX_ERR_INVALID);
+    ck_assert_str_eq(d.msg, "rlx_config_weights: no config or no sink");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config");
@@ -438,6 +514,8 @@ int main(void)
     tcase_add_test(tc, hf_defaults);
     tcase_add_test(tc, strict_errors);
     tcase_add_test(tc, generation_config);
+    tcase_add_loop_test(tc, config_weights_match_checkpoints, 0, (int)(sizeof causal / sizeof causal[0]));
+    tcase_add_test(tc, config_weights_errors);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -1,7 +1,8 @@
 /* `make install` works, and plugins built out of tree against only the installed headers
  * (`pkg-config --cflags rlx-plugin`, their own Makefiles) load and run: the block example
  * loads in rlx-plugins, and the Mistral arch example runs the unmodified mistral-tiny
- * folder through the installed rlx-run, forward and KV-cache decode, at parity. */
+ * folder through the installed rlx-run, forward and KV-cache decode, at parity, and the
+ * installed rlx-bench benchmarks it from its config alone. */
 #define _GNU_SOURCE
 #include "parity_util.h"
 #include "rlx/rlx.h"
@@ -244,6 +245,27 @@ START_TEST(arch_example_decode)
 }
 END_TEST
 
+/* an out-of-tree arch is benchmarked from its config alone: the installed rlx-bench makes
+ * the random checkpoint from the tensors the plugin's flows read */
+START_TEST(arch_example_bench_config)
+{
+    const char *oot = mistral_plugin();
+    char cmd[16384], pre[12000];
+    installed(pre, sizeof pre, "rlx-bench", oot);
+    snprintf(cmd, sizeof cmd, "%s --config '%s' --prefill 8 --decode 4 --reps 1 --threads 1 --no-reference --json",
+             pre, tu_fixture(MISTRAL "/config.json"));
+    tu_result r;
+    run_ok("installed rlx-bench --config", cmd, &r);
+    json_error_t e;
+    json_t *j = json_loads(r.out, 0, &e);
+    ck_assert_msg(j != NULL, "bad JSON: %s", r.out);
+    ck_assert_msg(json_real_value(json_object_get(j, "decode_tokens_per_s")) > 0, "%s", r.out);
+    ck_assert_msg(json_real_value(json_object_get(j, "prefill_flops")) > 0, "%s", r.out);
+    json_decref(j);
+    tu_result_free(&r);
+}
+END_TEST
+
 /* the transformers 4.x spelling of the config (rope_theta, torch_dtype): the same logits */
 START_TEST(arch_example_config_4x)
 {
@@ -285,6 +307,7 @@ int main(void)
     tcase_add_loop_test(tc, arch_example_forward, 0, N_CASES);
     tcase_add_loop_test(tc, arch_example_decode, 0, N_CASES);
     tcase_add_test(tc, arch_example_config_4x);
+    tcase_add_test(tc, arch_example_bench_config);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -1,6 +1,7 @@
 /* rlx-bench: prefill and decode throughput of a causal LM. With --config, the weights are
- * random (seeded) and written to a temporary safetensors file next to a copy of the
- * config, so any real shape can be measured without a checkpoint. Medians over --reps. */
+ * random (seeded), the tensors the config's arch plugin reads (rlx_config_weights), written
+ * to a temporary safetensors file next to a copy of the config, so any real shape of any
+ * installed arch can be measured without a checkpoint. Medians over --reps. */
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
@@ -25,7 +26,8 @@ static const char help[] =
     "usage: rlx-bench (--model DIR | --config config.json) [options]\n"
     "Measures prefill and decode throughput (medians over reps).\n\n"
     "  --model DIR          model folder (config.json + safetensors)\n"
-    "  --config FILE        config.json only: random seeded weights are generated\n"
+    "  --config FILE        config.json only: random seeded weights are generated, the tensors\n"
+    "                       its arch plugin's flows read (any installed arch)\n"
     "  --prefill T          prompt length (default 128)\n"
     "  --decode N           decode steps (default 32)\n"
     "  --decode-depth D     keys in the cache when decode starts (default: T, right after the timed\n"
@@ -117,49 +119,31 @@ static int add_random(rlx_st_writer *w, const char *name, int64_t a, int64_t b, 
     return rc;
 }
 
-/* The LLaMA-family tensor layout (qwen3 adds q/k norms) for a config. */
+/* one weight the config's flows read: a matrix random, a vector (norm scale, bias) ones */
+typedef struct random_sink {
+    rlx_st_writer *w;
+    uint64_t seed;
+} random_sink;
+
+static int add_listed(void *user, const char *name, const rlx_shape *s, rlx_diag *d)
+{
+    random_sink *r = user;
+    if (s->ndim == 1) return add_random(r->w, name, s->dims[0], 0, 1, &r->seed, d);
+    if (s->ndim == 2) return add_random(r->w, name, s->dims[0], s->dims[1], 0, &r->seed, d);
+    char b[96];
+    return rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "tensor %s: %s, --config makes 1-D and 2-D weights only", name,
+                        rlx_shape_str(s, b, sizeof b));
+}
+
+/* A checkpoint of random weights for a config: the tensors its arch's flows read. */
 static int write_random_model(const char *config, const char *dir, uint64_t seed, rlx_diag *d)
 {
-    rlx_config *c = NULL;
-    rlx_registry *reg = NULL;
-    if (rlx_registry_open(NULL, &reg, d) != 0) return d->code;
-    int lrc = rlx_config_load(config, reg, &c, d);
-    rlx_registry_close(reg);
-    if (lrc) return lrc;
-    const rlx_model_config *m = rlx_config_model(c);
-    int qk = strcmp(m->model_type, "qwen3") == 0;
-    if (strcmp(m->model_type, "llama") != 0 && !qk) {
-        int rc = rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "%s: --config supports model_type llama and qwen3, not '%s'",
-                              config, m->model_type);
-        rlx_config_free(c);
-        return rc;
-    }
-    int64_t H = m->hidden_size, I = m->intermediate_size, V = m->vocab_size;
-    int64_t hd = m->head_dim > 0 ? m->head_dim : H / m->num_heads;
-    int64_t q = m->num_heads * hd, kv = (m->num_kv_heads > 0 ? m->num_kv_heads : m->num_heads) * hd;
-    rlx_st_writer *w = rlx_st_writer_new();
-    int rc = w ? 0 : rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
-    char n[256];
-    if (!rc) rc = add_random(w, "model.embed_tokens.weight", V, H, 0, &seed, d);
-    for (int64_t i = 0; i < m->num_layers && !rc; i++) {
-#define T(suffix, a, b, ones) \
-    (snprintf(n, sizeof n, "model.layers.%lld.%s", (long long)i, suffix), add_random(w, n, a, b, ones, &seed, d))
-        rc = T("input_layernorm.weight", H, 0, 1) || T("post_attention_layernorm.weight", H, 0, 1) ||
-             T("self_attn.q_proj.weight", q, H, 0) || T("self_attn.k_proj.weight", kv, H, 0) ||
-             T("self_attn.v_proj.weight", kv, H, 0) || T("self_attn.o_proj.weight", H, q, 0) ||
-             T("mlp.gate_proj.weight", I, H, 0) || T("mlp.up_proj.weight", I, H, 0) ||
-             T("mlp.down_proj.weight", H, I, 0) ||
-             (qk && (T("self_attn.q_norm.weight", hd, 0, 1) || T("self_attn.k_norm.weight", hd, 0, 1)));
-#undef T
-        if (rc && !d->code) rc = d->code;
-    }
-    if (!rc) rc = add_random(w, "model.norm.weight", H, 0, 1, &seed, d);
-    if (!rc && !m->tie_word_embeddings) rc = add_random(w, "lm_head.weight", V, H, 0, &seed, d);
+    random_sink r = {rlx_st_writer_new(), seed};
+    int rc = r.w ? rlx_config_weights(config, NULL, add_listed, &r, d) : rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     char path[4200];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (!rc) rc = rlx_st_writer_save(w, path, d);
-    rlx_st_writer_free(w);
-    rlx_config_free(c);
+    if (!rc) rc = rlx_st_writer_save(r.w, path, d);
+    rlx_st_writer_free(r.w);
     if (rc) return rc;
     /* the config itself, copied */
     size_t len = 0;

@@ -9,9 +9,9 @@
 #define RLX_API
 #endif
 
-/* host.c: host services table; each area fills its own part */
+/* host.c: host services table; each part of the core fills its own entries */
 void rlx__host_log(int level, const char *who, const char *fmt, ...) RLX_PRINTF(3, 4);
-void rlx__host_fill_core(rlx_host_api *h);   /* core.am: log, diag, topology, bind */
+void rlx__host_fill_core(rlx_host_api *h);   /* base/: log, diag, topology, bind */
 void rlx__host_fill_config(rlx_host_api *h); /* hf/config.c: config_* */
 /* hf/config.c for hf/config_arch.c */
 int rlx__config_read_common(const rlx_config *c, const rlx_config_defaults *df, rlx_model_config *mc,
@@ -30,16 +30,15 @@ int rlx__mem_check(const char *what, uint64_t bytes, rlx_diag *d);
 int rlx__topology_query(rlx_topology *out, int threads, const char *placement);
 int rlx__bind_thread(int pu_os_index);
 
-/* ---- core area (registry.c) ---- */
+/* ---- registry.c ---- */
 /* 1 when this librlx is the one in its build tree (an uninstalled program run through
  * libtool's wrapper): look for plugins/profiles in the build/source tree, not the
  * installed folders. RLX_BUILD_PLUGIN_PATH and RLX_BUILD_PROFILE_DIR (srcdir/profiles)
  * are defined for librlx's sources by framework/core.am. */
 int rlx__running_uninstalled(void);
-/* ---- end core area ---- */
 
 
-/* ---- io area (weights, config, profiles): framework/io.am ---- */
+/* ---- files: weights, config, profiles ---- */
 struct json_t; /* jansson, kept out of every other area's includes */
 struct stat;
 /* Opens a file for reading without blocking on a FIFO or device; refuses anything but
@@ -56,6 +55,5 @@ const char *rlx__json_type_name(const struct json_t *v); /* "a string", "an obje
 const char *rlx__weights_origin(const rlx_weights *w, const rlx_tensor_info *t);
 int rlx__st_parse(const void *buf, size_t len, const char *origin, rlx_weights **out, rlx_diag *d);
 #define RLX__MAX_JSON_FILE (100u << 20) /* configs, indexes and headers: 100 MB */
-/* ---- end io area ---- */
 
 #endif

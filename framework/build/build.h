@@ -26,6 +26,8 @@ typedef struct rg_build_env {
     const char *policy;           /* fusion policy of the phase built */
     const rg_variant *variant;    /* NULL: every input given */
     const rlx_flow *flow;         /* set by rg_build: the flow whose inputs variant describes */
+    int record_weights;           /* 1: no checkpoint; each weight asked for (optional ones too)
+                                   * is present with the shape its block expects (rlx_config_weights) */
 } rg_build_env;
 
 int rg_build(const rg_build_env *env, const rlx_flow *f, int phase, int64_t T, int64_t ctx,

@@ -120,17 +120,27 @@ static int32_t weight(rlx_ctx *c, const char *name, const rlx_shape *expect, int
     int32_t v = rg_map_get(&c->weights, name);
     char a[96], b[96];
     if (v < 0) {
-        /* headers only: the runtime converts and uploads what survives the passes */
-        const rlx_tensor_info *t = c->env->weights ? rlx_weights_find(c->env->weights, name) : NULL;
-        if (!t && optional) return -1;
-        if (!t)
-            return rg_ctx_fail_raw(c, RLX_ERR_NOT_FOUND, "tensor %s: not in the checkpoint (%s)", name,
-                                   rlx__weights_origin(c->env->weights, NULL)), -1;
-        if (expect && !rg_shape_eq(expect, &t->shape))
-            return rg_ctx_fail_raw(c, RLX_ERR_INVALID, "tensor %s: expected %s, found %s (%s)", name,
-                                   rlx_shape_str(expect, a, sizeof a), rlx_shape_str(&t->shape, b, sizeof b),
-                                   rlx__weights_origin(c->env->weights, t)), -1;
-        v = rg_add_value(c->g, RG_WEIGHT, RLX_F32, &t->shape, name);
+        const rlx_shape *shape = expect;
+        if (c->env->record_weights) {
+            /* no checkpoint to read a shape from: the block's expectation is the shape */
+            if (!expect)
+                return rg_ctx_fail_raw(c, RLX_ERR_UNSUPPORTED,
+                                       "tensor %s: its block gives no expected shape, so it cannot be "
+                                       "listed from the config alone", name), -1;
+        } else {
+            /* headers only: the runtime converts and uploads what survives the passes */
+            const rlx_tensor_info *t = c->env->weights ? rlx_weights_find(c->env->weights, name) : NULL;
+            if (!t && optional) return -1;
+            if (!t)
+                return rg_ctx_fail_raw(c, RLX_ERR_NOT_FOUND, "tensor %s: not in the checkpoint (%s)", name,
+                                       rlx__weights_origin(c->env->weights, NULL)), -1;
+            if (expect && !rg_shape_eq(expect, &t->shape))
+                return rg_ctx_fail_raw(c, RLX_ERR_INVALID, "tensor %s: expected %s, found %s (%s)", name,
+                                       rlx_shape_str(expect, a, sizeof a), rlx_shape_str(&t->shape, b, sizeof b),
+                                       rlx__weights_origin(c->env->weights, t)), -1;
+            shape = &t->shape;
+        }
+        v = rg_add_value(c->g, RG_WEIGHT, RLX_F32, shape, name);
         if (v < 0 || rg_map_set(&c->weights, name, v))
             return rg_ctx_fail_raw(c, RLX_ERR_NOMEM, "out of memory"), -1;
         return v;

@@ -293,6 +293,55 @@ int rg_model_open_on(const char *dir, const rlx_model_options *opt_in, int devic
     return 0;
 }
 
+/* The config's flows built against no checkpoint: the weights their blocks ask for. */
+RLX_API int rlx_config_weights(const char *path, const char *plugin_path, rlx_weight_sink sink, void *user,
+                               rlx_diag *d)
+{
+    if (!path || !sink) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_config_weights: no config or no sink");
+    rlx_model_options o;
+    rlx_model_options_init(&o);
+    o.plugin_path = plugin_path;
+    rlx_model *m = new_model();
+    if (!m) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    int rc = rlx_config_open(path, &m->config, d);
+    if (!rc) rc = rlx_registry_open(plugin_path, &m->registry_owned, d);
+    m->registry = m->registry_owned;
+    if (!rc) rc = rlx_config_configure(m->config, m->registry, &m->arch, d);
+    if (!rc) m->cfg = *rlx_config_model(m->config);
+    if (!rc) rc = load_profiles(m, &o, d);
+    if (!rc) set_policy(m, &o);
+    if (!rc) rc = build_flows(m, &o, d);
+    rg_graph *g[2] = {NULL, NULL};
+    for (int k = 0; k < (m->encoder ? 1 : 2) && !rc; k++) {
+        int phase = m->encoder ? RLX_PHASE_ENCODE : k ? RLX_PHASE_DECODE : RLX_PHASE_PREFILL;
+        rg_build_env env = rg_model_build_env(m, phase);
+        env.record_weights = 1;
+        rc = rg_build(&env, m->flow[k], phase, k ? 1 : 2, 2, &g[k], d); /* weights' shapes do not follow T */
+    }
+    /* each name once, in the order the flows first read them; the two flows must agree */
+    for (int k = 0; k < 2 && !rc && g[k]; k++)
+        for (uint32_t i = 0; i < g[k]->n_values && !rc; i++) {
+            const rg_value *v = &g[k]->values[i];
+            if (v->kind != RG_WEIGHT) continue;
+            int seen = 0;
+            for (uint32_t j = 0; k && j < g[0]->n_values && !seen; j++) {
+                const rg_value *u = &g[0]->values[j];
+                if (u->kind != RG_WEIGHT || strcmp(u->name, v->name)) continue;
+                seen = 1;
+                char a[96], b[96];
+                if (!rg_shape_eq(&u->shape, &v->shape))
+                    rc = rlx_diag_set(d, RLX_ERR_INVALID, "tensor %s: the prefill flow reads %s, the decode flow %s",
+                                      v->name, rlx_shape_str(&u->shape, a, sizeof a),
+                                      rlx_shape_str(&v->shape, b, sizeof b));
+            }
+            if (!seen && !rc) rc = sink(user, v->name, &v->shape, d);
+        }
+    rg_free(g[0]);
+    rg_free(g[1]);
+    rlx_model_close(m);
+    return rc;
+}
+
 RLX_API void rlx_model_close(rlx_model *m)
 {
     if (!m) return;

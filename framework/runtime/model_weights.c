@@ -10,8 +10,8 @@
 
 rg_build_env rg_model_build_env(const rlx_model *m, int phase)
 {
-    rg_build_env env = {&m->cfg, m->config, m->weights, m->registry,
-                        m->policy[phase == RLX_PHASE_DECODE ? 1 : 0], NULL, NULL};
+    rg_build_env env = {.cfg = &m->cfg, .config = m->config, .weights = m->weights, .registry = m->registry,
+                        .policy = m->policy[phase == RLX_PHASE_DECODE ? 1 : 0]};
     return env;
 }
 

@@ -95,7 +95,6 @@ int rlx_st_writer_add(rlx_st_writer *w, const char *name, int dtype, const rlx_s
 int rlx_st_writer_save(rlx_st_writer *w, const char *path, rlx_diag *d);
 void rlx_st_writer_free(rlx_st_writer *w);
 
-/* ---- io area additions (weights) ---- */
 /* The file a tensor is stored in (for messages); the opened path when t is NULL. */
 const char *rlx_weights_file_of(const rlx_weights *w, const rlx_tensor_info *t);
 /* Finds name and checks its shape against *expect (when non-NULL). Fails with
@@ -108,7 +107,6 @@ int rlx_weights_expect(const rlx_weights *w, const char *name, const rlx_shape *
  * ties is its arch plugin's business. Call right after open: it invalidates earlier
  * rlx_tensor_info pointers. */
 int rlx_weights_tie(rlx_weights *w, const char *alias, const char *target, rlx_diag *d);
-/* ---- end io area additions ---- */
 
 /* ---------------------------------------------------------------- config.json */
 /* rlx_config (opaque) is declared in plugin.h.
@@ -125,6 +123,15 @@ int rlx_config_configure(rlx_config *c, const rlx_registry *r, const rlx_arch **
 /* rlx_config_open + rlx_config_configure */
 int rlx_config_load(const char *path, const rlx_registry *r, rlx_config **out, rlx_diag *d);
 int rlx_config_number(const rlx_config *c, const char *key, double *out); /* 0 found */
+/* The tensors a checkpoint for a config must hold, as its arch's flows read them: each
+ * weight's name and the shape its block expects, in the order the flows first read them
+ * (prefill, then decode), each once; optional ones (an untied lm_head) included, a tied
+ * one not. What a stand-in checkpoint made from config.json alone needs (rlx-bench
+ * --config), for any arch plugin installed. path: config.json or its folder; plugin_path
+ * as rlx_registry_open. A weight whose block gives no expected shape fails naming it; a
+ * nonzero return from sink stops the listing and is returned. */
+typedef int (*rlx_weight_sink)(void *user, const char *name, const rlx_shape *shape, rlx_diag *d);
+int rlx_config_weights(const char *path, const char *plugin_path, rlx_weight_sink sink, void *user, rlx_diag *d);
 void rlx_config_free(rlx_config *c);
 /* generation_config.json (optional file): eos ids, sampling defaults */
 typedef struct rlx_generation_config {
@@ -310,7 +317,7 @@ typedef int (*rlx_output_sink)(void *user, const char *name, int dtype, const rl
 int rlx_model_forward_mem(rlx_model *m, const rlx_tensor_info *inputs, size_t n_inputs, rlx_output_sink sink,
                           void *user, rlx_diag *d);
 
-/* ---- graph area additions: compile a flow built in code, without a model folder ---- */
+/* ---- a flow built in code, compiled without a model folder ---- */
 typedef struct rlx_model_spec {
     const rlx_flow *prefill;        /* required (copied) */
     const rlx_flow *decode;         /* NULL: the prefill flow, built for the decode phase */
@@ -324,7 +331,6 @@ int rlx_model_from_flow(const rlx_model_spec *spec, const rlx_model_options *opt
                         rlx_diag *d);
 /* programs compiled so far (prefill buckets + decode): stays flat while decoding */
 int rlx_model_compiled_count(const rlx_model *m);
-/* ---- end graph area additions ---- */
 
 /* ---- tensor parallelism (docs/multi-gpu.md) ----
  * The model in dir split over `ranks` ranks, Megatron-LM style, from the layout hints its
@@ -391,7 +397,7 @@ void rlx_sampler_free(rlx_sampler *s);
 /* logits may be modified in place */
 int32_t rlx_sampler_next(rlx_sampler *s, float *logits, const int32_t *history, size_t n_history);
 
-/* ---- chat templates (tokenizer area: framework/chat_template.c) ----
+/* ---- chat templates (framework/text/chat_template.c) ----
  * rlx renders the LLaMA 3, ChatML (Qwen 2/2.5/3) and Gemma 2/3 chat formats natively,
  * recognising them by their turn markers; any other template is RLX_ERR_UNSUPPORTED. */
 typedef struct rlx_chat_message {
