@@ -2,7 +2,7 @@
  * measured in the same minutes, and reports the median of the per-rep ratios. A fake
  * llama-bench (a shell script) logs its calls and prints llama-bench's JSON, other
  * figures each call: llama.cpp itself is not needed. Also rlx-bench's other schedules
- * (--decode-depth) and --dump-graph. */
+ * (--decode-depth), --dump-graph and the --devices JSON's figures. */
 #include <check.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -182,6 +182,64 @@ START_TEST(decode_depth_schedules)
 }
 END_TEST
 
+/* a number of o, asserted present and a number */
+static double num(json_t *o, const char *key, const char *run)
+{
+    json_t *v = json_object_get(o, key);
+    ck_assert_msg(json_is_number(v), "%s: no number \"%s\"", run, key);
+    return json_number_value(v);
+}
+
+static int near(double a, double b) { return a == b || (a - b) * (a - b) <= 1e-18 * b * b; }
+
+/* rlx-bench --devices --json carries the contract's keys (CLI.md: prefill_gflops,
+ * decode_gb_per_s, threads, ...) counted as the one-model run counts them, summed over the
+ * ranks: llama32-tiny over 2 ranks splits every weight and kv head, so the prefill's FLOPs
+ * and a decode token's bytes are the unsplit model's exactly; over 4 ranks its 2 kv heads
+ * are replicated (each rank keeps one), so k/v projections and the KV cache count twice */
+START_TEST(devices_json_figures)
+{
+    static const char *const keys[] = {"prefill_tokens_per_s", "decode_tokens_per_s", "prefill_gflops",
+                                       "decode_gb_per_s", "threads", "backend", "reps"};
+    json_t *one = bench_json("--backend cpu"), *two = bench_json("--backend cpu --devices 0,1"),
+           *four = bench_json("--backend cpu --devices 0,1,2,3");
+    /* llama32-tiny, f32: 3 layers, hidden 64, intermediate 160, vocab 512 (tied), 4 q and
+     * 2 kv heads of 16; T 8, N 4: decode reads 8 + 4/2 keys on average */
+    const double L = 3, H = 64, I = 160, V = 512, q = 4 * 16, kv = 2 * 16, T = 8, keys_avg = 8 + 4 / 2.0;
+    const double weights = L * (2 * H * q + 2 * H * kv + 3 * H * I) + V * H, cache = 2 * L * kv * keys_avg;
+    const double bytes[3] = {4 * (weights + cache), 4 * (weights + cache), 4 * (weights + L * 2 * H * kv + 2 * cache)};
+    json_t *runs[3] = {one, two, four};
+    const char *name[3] = {"one model", "--devices 0,1", "--devices 0,1,2,3"};
+    for (int k = 0; k < 3; k++) {
+        json_t *o = runs[k];
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+            ck_assert_msg(json_object_get(o, keys[i]) != NULL, "%s: no \"%s\"", name[k], keys[i]);
+        ck_assert_str_eq(json_string_value(json_object_get(o, "backend")), "cpu");
+        ck_assert_int_eq(json_integer_value(json_object_get(o, "threads")), 1); /* --threads 1: each rank's */
+        ck_assert_int_eq(json_integer_value(json_object_get(o, "reps")), 1);
+        double p = num(o, "prefill_tokens_per_s", name[k]), g = num(o, "prefill_gflops", name[k]);
+        double dt = num(o, "decode_tokens_per_s", name[k]), gb = num(o, "decode_gb_per_s", name[k]);
+        double flops = num(o, "prefill_flops", name[k]);
+        ck_assert_msg(p > 0 && g > 0 && dt > 0 && gb > 0 && flops > 0, "%s: %g tok/s %g GFLOP/s, %g tok/s %g GB/s",
+                      name[k], p, g, dt, gb);
+        /* GFLOP/s: the prefill's FLOPs over its time; GB/s: a token's bytes at decode's rate */
+        ck_assert_msg(near(g, flops * p / T / 1e9), "%s: %.17g GFLOP/s, %.17g FLOP at %.17g tok/s", name[k], g,
+                      flops, p);
+        ck_assert_msg(near(gb / dt, bytes[k] / 1e9), "%s: %.17g bytes a token, expected %.17g", name[k],
+                      gb / dt * 1e9, bytes[k]);
+        if (k == 1) /* the same FLOPs as the unsplit model's program */
+            ck_assert_msg(near(flops, num(one, "prefill_flops", name[0])), "%.17g FLOP over 2 ranks, %.17g on one",
+                          flops, num(one, "prefill_flops", name[0]));
+    }
+    /* 4 ranks: the replicated k/v projections' 2 FLOPs a multiply-add on every prompt row */
+    ck_assert_msg(near(num(four, "prefill_flops", name[2]), num(one, "prefill_flops", name[0]) + 2 * T * L * 2 * H * kv),
+                  "%.17g FLOP over 4 ranks", num(four, "prefill_flops", name[2]));
+    json_decref(one);
+    json_decref(two);
+    json_decref(four);
+}
+END_TEST
+
 /* rlx-bench --dump-graph [args] on the tiny config: its result */
 static tu_result bench_dump(const char *args)
 {
@@ -245,6 +303,7 @@ int main(void)
     tcase_add_test(tc, peer_refused_with_devices);
     tcase_add_test(tc, decode_depth_schedules);
     tcase_add_test(tc, dump_graph_times_nothing);
+    tcase_add_test(tc, devices_json_figures);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -7,10 +7,53 @@
 #include "bench_reference.h"
 #include "run_common.h"
 
-static void report(const bench_tp_args *a, rlx_tp *t, rlx_tp_session *s, double p_tps, double d_tps)
+/* What the ranks' programs do, summed over the ranks, counted as rlx-bench counts one
+ * model's: the FLOPs of the last-row prefill program (rlx_session_program), and the bytes
+ * a decode token streams: the matmul weights in the compute dtype (a one-row step does
+ * one multiply-add per weight, so its matmul FLOPs / 2) and the KV cache slice read over
+ * the decode, T + N/2 keys on average. A rank's slice of split weights and heads counts
+ * once, what the partition replicates (kv heads fewer than ranks, a vocabulary that does
+ * not divide, fused projections) on every rank that streams it. */
+typedef struct tp_figures {
+    double prefill_flops; /* FLOPs of one prefill of T tokens */
+    double decode_bytes;  /* bytes one decode token streams (0 when N = 0) */
+} tp_figures;
+
+/* The programs are the ranks' own, already compiled by the timed steps; the session made
+ * here for each rank holds no KV cache (states are made at a session's first step). */
+static int rank_figures(rlx_tp *t, int64_t ctx, int64_t T, int64_t N, tp_figures *f, rlx_diag *d)
+{
+    memset(f, 0, sizeof *f);
+    int rc = 0;
+    for (int r = 0; r < rlx_tp_ranks(t) && !rc; r++) {
+        rlx_model *m = rlx_tp_model(t, r);
+        rlx_session *s = NULL;
+        rlx_program_info pi;
+        if ((rc = rlx_session_new(m, ctx, &s, d)) != 0) break;
+        rc = rlx_session_program(s, RLX_PHASE_PREFILL, 0, T, 0, &pi, NULL, d);
+        if (!rc) f->prefill_flops += (double)pi.flops;
+        if (!rc && N > 0) rc = rlx_session_program(s, RLX_PHASE_DECODE, T, 1, 0, &pi, NULL, d);
+        rlx_session_free(s);
+        rlx_memory mem;
+        if (!rc && N > 0 && (rc = rlx_model_memory(m, &mem, d)) == 0) {
+            /* the decode program's dtype as rlx-bench's one-model path takes it */
+            int half = strcmp(rlx_model_get_profile(m, RLX_PHASE_DECODE)->precision.compute, "f32") != 0;
+            /* the cache slice holds ctx rows of the rank's kv heads, in the dtype it stores */
+            f->decode_bytes += (half ? 2.0 : 4.0) * (double)pi.matmul_flops / 2.0 +
+                               (double)mem.kv_cache_bytes / (double)ctx * ((double)T + (double)N / 2.0);
+        }
+    }
+    return rc;
+}
+
+static void report(const bench_tp_args *a, rlx_tp *t, rlx_tp_session *s, double pm, double dm, const tp_figures *f)
 {
     int n = rlx_tp_ranks(t);
-    const char *be = rlx_model_backend_name(rlx_tp_model(t, 0));
+    rlx_model *m0 = rlx_tp_model(t, 0);
+    const char *be = rlx_model_backend_name(m0);
+    double p_tps = pm > 0 ? (double)a->prefill * 1e3 / pm : 0, d_tps = dm > 0 ? (double)a->decode * 1e3 / dm : 0;
+    double gflops = pm > 0 ? f->prefill_flops / (pm * 1e6) : 0, gbs = d_tps * f->decode_bytes / 1e9;
+    int threads = rlx_model_threads(m0); /* each rank's: every rank opens with the same options */
     if (a->json) {
         json_t *o = json_object(), *dev = json_array(), *bytes = json_array();
         int ids[RLX_MAX_DEVICES], k = 0;
@@ -21,6 +64,11 @@ static void report(const bench_tp_args *a, rlx_tp *t, rlx_tp_session *s, double 
         }
         json_object_set_new(o, "prefill_tokens_per_s", json_real(p_tps));
         json_object_set_new(o, "decode_tokens_per_s", json_real(d_tps));
+        json_object_set_new(o, "prefill_gflops", json_real(gflops));
+        json_object_set_new(o, "prefill_flops", json_real(f->prefill_flops));
+        json_object_set_new(o, "prefill_flops_source", json_string("program"));
+        json_object_set_new(o, "decode_gb_per_s", json_real(gbs));
+        json_object_set_new(o, "threads", json_integer(threads));
         json_object_set_new(o, "backend", json_string(be ? be : "?"));
         json_object_set_new(o, "ranks", json_integer(n));
         json_object_set_new(o, "devices", dev);
@@ -32,10 +80,12 @@ static void report(const bench_tp_args *a, rlx_tp *t, rlx_tp_session *s, double 
         json_decref(o);
         return;
     }
-    printf("prefill 1 x %lld tokens: %.1f tok/s\ndecode  1 x %lld tokens: %.1f tok/s\n", (long long)a->prefill, p_tps,
-           (long long)a->decode, d_tps);
-    printf("backend %s, %d rank%s over --devices %s, %lld reps\n", be ? be : "?", n, n == 1 ? "" : "s", a->devices,
-           (long long)a->reps);
+    printf("prefill 1 x %lld tokens: %.1f ms median, %.1f tok/s, %.2f GFLOP/s (%.3f GFLOP, counted from the "
+           "ranks' programs)\n", (long long)a->prefill, pm, p_tps, gflops, f->prefill_flops / 1e9);
+    printf("decode  1 x %lld tokens: %.1f ms median, %.1f tok/s, %.2f GB/s (all ranks)\n", (long long)a->decode, dm,
+           d_tps, gbs);
+    printf("backend %s, %d rank%s over --devices %s, %d thread%s a rank, %lld reps\n", be ? be : "?", n,
+           n == 1 ? "" : "s", a->devices, threads, threads == 1 ? "" : "s", (long long)a->reps);
     for (int r = 0; r < n; r++)
         printf("rank %d: %.2f GiB (weights, activations, KV cache)\n", r,
                (double)rlx_tp_session_device_bytes(s, r) / (1024.0 * 1024.0 * 1024.0));
@@ -58,7 +108,7 @@ int bench_tp(const bench_tp_args *a, const rlx_model_options *mo, rlx_diag *d)
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         ids[i] = (int32_t)(x % (uint64_t)V);
     }
-    if (!rc) rc = rlx_tp_session_new(t, T + N + 1, &s, d);
+    if (!rc) rc = rlx_tp_session_new(t, T + N + 1, &s, d); /* rank_figures: the same context */
     /* round -1 compiles both programs and makes the communicators */
     for (int64_t r = -1; r < a->reps && !rc; r++) {
         rlx_tp_session_reset(s);
@@ -72,10 +122,9 @@ int bench_tp(const bench_tp_args *a, const rlx_model_options *mo, rlx_diag *d)
             dec[r] = t2 - t1;
         }
     }
-    if (!rc) {
-        double pm = bench_median(pre, (int)a->reps), dm = bench_median(dec, (int)a->reps);
-        report(a, t, s, pm > 0 ? (double)T * 1e3 / pm : 0, dm > 0 ? (double)N * 1e3 / dm : 0);
-    }
+    tp_figures f;
+    if (!rc) rc = rank_figures(t, T + N + 1, T, N, &f, d);
+    if (!rc) report(a, t, s, bench_median(pre, (int)a->reps), bench_median(dec, (int)a->reps), &f);
     rlx_tp_session_free(s);
     rlx_tp_close(t);
     free(ids);

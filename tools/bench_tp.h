@@ -1,5 +1,6 @@
-/* rlx-bench --devices: prefill and decode throughput of a tensor-parallel run, and the
- * bytes each device holds (docs/multi-gpu.md). */
+/* rlx-bench --devices: prefill and decode throughput of a tensor-parallel run, its prefill
+ * GFLOP/s and decode GB/s summed over the ranks (counted as the one-model run counts them),
+ * and the bytes each device holds (docs/multi-gpu.md). */
 #ifndef RLX_BENCH_TP_H
 #define RLX_BENCH_TP_H
 #include <stdint.h>
