@@ -111,7 +111,11 @@ static int add_random(rlx_st_writer *w, const char *name, int64_t a, int64_t b, 
                       uint64_t *seed, rlx_diag *d)
 {
     rlx_shape s = b > 0 ? (rlx_shape){2, {a, b}} : (rlx_shape){1, {a}};
-    size_t n = (size_t)a * (size_t)(b > 0 ? b : 1);
+    int64_t cols = b > 0 ? b : 1;
+    if (a <= 0 || (int64_t)(SIZE_MAX / sizeof(uint16_t)) / cols < a) /* a size no buffer can hold */
+        return rlx_diag_set(d, RLX_ERR_INVALID, "tensor %s: %lld x %lld elements cannot be made", name, (long long)a,
+                            (long long)cols);
+    size_t n = (size_t)a * (size_t)cols;
     uint16_t *v = malloc(n * sizeof *v);
     if (!v) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory for %s", name);
     for (size_t i = 0; i < n; i++) v[i] = rlx_f32_to_bf16(ones ? 1.0f : 0.02f * rng_normal(seed));
