@@ -433,6 +433,27 @@ START_TEST(closed_stdout_is_exit_1)
 }
 END_TEST
 
+/* rlx-bench --config stopped by a signal leaves no temporary checkpoint behind, and dies
+ * by that signal (143 through the shell) */
+START_TEST(bench_config_signal_cleans_up)
+{
+    char *dir = tu_mkdtemp();
+    char cmd[16384];
+    /* it has started once its folder holds the config copy; then TERM */
+    snprintf(cmd, sizeof cmd,
+             "TMPDIR='%s' '%s' --config '%s' --prefill 64 --decode 64 --reps 10000 --threads 1 --no-reference "
+             ">/dev/null 2>&1 & p=$!; i=0; until ls '%s'/rlx-bench-*/config.json >/dev/null 2>&1 || [ $i -ge 600 ]; "
+             "do sleep 0.1; i=$((i+1)); done; sleep 0.5; kill -TERM $p; wait $p; echo \"status $?\"; ls -A '%s'",
+             dir, tu_tool("tools/rlx-bench"), tu_fixture("llama32-tiny/config.json"), dir, dir);
+    tu_result r = tu_run(cmd, 120);
+    ck_assert_msg(r.status == 0, "%s\n%s", r.out, r.err);
+    ck_assert_msg(strcmp(r.out, "status 143\n") == 0, "want 'status 143' and an empty TMPDIR, got:\n%s", r.out);
+    tu_result_free(&r);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     tmp = tu_mkdtemp();
@@ -447,6 +468,7 @@ int main(void)
     tcase_add_test(tc, sampling_edges);
     tcase_add_test(tc, kv_cache_lazy);
     tcase_add_test(tc, closed_stdout_is_exit_1);
+    tcase_add_test(tc, bench_config_signal_cleans_up);
     suite_add_tcase(s, tc);
     int failed = tu_run_suite(s) != 0;
     tu_rmrf(tmp);

@@ -543,6 +543,24 @@ done:
     return rc < 0 ? -1 : rc ? 1 : 0;
 }
 
+/* --config's temporary folder: gone on exit and on a terminating signal (an 8B config's
+ * random checkpoint is 16 GB); the paths are set before the handlers can run */
+static char tmp_files[2][4200], tmp_dir[4096];
+
+static void remove_tmp(void)
+{
+    unlink(tmp_files[0]);
+    unlink(tmp_files[1]);
+    rmdir(tmp_dir);
+}
+
+static void on_signal(int sig)
+{
+    remove_tmp(); /* unlink and rmdir are async-signal-safe */
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN); /* a reader gone is a failed write (exit 1), not a signal */
@@ -565,19 +583,21 @@ int main(int argc, char **argv)
             fprintf(stderr, "rlx-bench: %s: cannot create a temporary folder\n", tmp);
             return 1;
         }
+        snprintf(tmp_dir, sizeof tmp_dir, "%s", tmp);
+        snprintf(tmp_files[0], sizeof tmp_files[0], "%s/model.safetensors", tmp);
+        snprintf(tmp_files[1], sizeof tmp_files[1], "%s/config.json", tmp);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+        for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaction(sigs[i], &sa, NULL);
         if (write_random_model(a.config, tmp, (uint64_t)a.seed, &d) != 0) rc = 1;
         dir = tmp;
     }
     if (!rc) rc = bench(&a, dir, &d);
     if (rc > 0) fprintf(stderr, "rlx-bench: %s\n", d.msg[0] ? d.msg : "failed");
     if (rc < 0) rc = 1;
-    if (tmp[0]) {
-        char p[4200];
-        snprintf(p, sizeof p, "%s/model.safetensors", tmp);
-        unlink(p);
-        snprintf(p, sizeof p, "%s/config.json", tmp);
-        unlink(p);
-        rmdir(tmp);
-    }
+    if (tmp[0]) remove_tmp();
     return rc;
 }
