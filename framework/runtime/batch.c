@@ -222,8 +222,7 @@ static int step_locked(rlx_session **s, int B, const int32_t *ids, float *logits
     }
     rg_io io[4] = {{"input_ids", ids, NULL}, {"positions", pos, "the sessions' token positions"},
                    {"pos", pos, "the sessions' cache positions"}, {"batch_slots", slots, "the sessions' cache slots"}};
-    rc = rg_exec_run(m, e, &p->st, io, 4, d);
-    if (!rc && logits) rc = rg_exec_output(m, e, "logits", logits, d);
+    rc = rg_exec_run_read(m, e, &p->st, io, 4, "logits", logits, d);
     free(buf);
     if (!rc)
         for (int b = 0; b < B; b++) s[b]->pos++;

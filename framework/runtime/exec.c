@@ -145,7 +145,8 @@ static int check_ids(const rg_plan *p, uint32_t vi, const rg_io *in, rlx_diag *d
     return 0;
 }
 
-int rg_exec_run(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32_t n_in, rlx_diag *d)
+/* binds and uploads the inputs, and starts the program: done once the backend syncs */
+static int launch(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32_t n_in, rlx_diag *d)
 {
     const rg_plan *p = &e->plan;
     int rc = rg_mem_check(m, p, e->g, st, 0, d); /* a new session's states, a larger arena */
@@ -170,9 +171,29 @@ int rg_exec_run(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32
         if (p->values[i].kind == RLX_VALUE_ALIAS)
             e->ptrs[i] = (char *)e->ptrs[p->values[i].alias_of] + p->values[i].alias_offset;
     rc = m->be->execute(m->be_ctx, e->exe, (void *const *)e->ptrs, d);
+    if (rc && d && !d->code) rlx_diag_set(d, rc, "backend %s: execute failed", m->be->name);
+    return rc;
+}
+
+static int finish(rlx_model *m, int rc, rlx_diag *d)
+{
     if (!rc && m->be->sync) rc = m->be->sync(m->be_ctx, d);
     if (rc && d && !d->code) rlx_diag_set(d, rc, "backend %s: execute failed", m->be->name);
     return rc;
+}
+
+int rg_exec_run(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32_t n_in, rlx_diag *d)
+{
+    return finish(m, launch(m, e, st, in, n_in, d), d);
+}
+
+int rg_exec_run_read(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32_t n_in, const char *name,
+                     void *dst, rlx_diag *d)
+{
+    int rc = launch(m, e, st, in, n_in, d);
+    int out = rc || !dst ? 0 : rg_exec_output(m, e, name, dst, d);
+    rc = finish(m, rc, d); /* the step's own errors first: they explain a bad output */
+    return rc ? rc : out;
 }
 
 int rg_exec_output(rlx_model *m, rg_exec *e, const char *name, void *dst, rlx_diag *d)

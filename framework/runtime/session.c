@@ -128,8 +128,7 @@ static int run_locked(rlx_session *s, int phase, const int32_t *ids, int64_t n, 
     }
     rg_io io[4] = {{"input_ids", pids, NULL}, {"positions", positions, "the session's token positions"},
                    {"pos", &pos, "the session's cache position"}, {"out_row", &row, "the session's last row"}};
-    rc = rg_exec_run(m, e, &s->st, io, 4, d);
-    if (!rc) rc = rg_exec_output(m, e, "logits", dst, d);
+    rc = rg_exec_run_read(m, e, &s->st, io, 4, "logits", dst, d);
     free(buf);
     return rc;
 }

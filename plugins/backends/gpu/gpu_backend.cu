@@ -63,6 +63,8 @@ const char *const fuse_names[FUSE_COUNT] = {
     "fused gemv+add", "fused qkv gemm+rope+cache"};
 
 #define GPU_STAGE_BYTES ((size_t)8 << 20)
+#define GPU_UP_RING ((size_t)64 << 10)
+#define GPU_UP_SMALL ((size_t)4 << 10) /* larger uploads go straight from the caller */
 
 double now_ms(void)
 {
@@ -660,6 +662,7 @@ static int gpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
         be->gemv_rows = gr && *gr ? atoi(gr) : 1;
         be->gemv_rows = be->gemv_rows < 1 ? 1 : be->gemv_rows > GPU_GEMV_MAX_M ? GPU_GEMV_MAX_M : be->gemv_rows;
         be->gemv_mma = !rlx_env_off("RLX_GPU_GEMV_MMA");
+        be->defer_checks = !rlx_env_off("RLX_GPU_DEFER_CHECK");
         const char *nr = getenv("RLX_GPU_NORM_ROWS");
         be->norm_rows = nr && *nr ? atoi(nr) : 1;
         const char *g = getenv("RLX_GPU_GEMM");
@@ -697,6 +700,10 @@ static int gpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
     GPU_TRY(gpuHostAlloc((void **)&be->err_host, 4 * sizeof(int)), "pinned alloc");
     if (gpuHostAlloc((void **)&be->stage, GPU_STAGE_BYTES) != gpuSuccess) {
         be->stage = NULL; /* downloads go straight to pageable memory, slower */
+        (void)gpuGetLastError();
+    }
+    if (!rlx_env_off("RLX_GPU_PINNED_UP") && gpuHostAlloc((void **)&be->up_ring, GPU_UP_RING) != gpuSuccess) {
+        be->up_ring = NULL; /* uploads from the caller's memory, as the driver stages them */
         (void)gpuGetLastError();
     }
     if (be->prof) {
@@ -738,6 +745,8 @@ static void gpu_teardown(void *bep)
         (void)gpuFreeHost(be->err_host);
     if (be->stage)
         (void)gpuFreeHost(be->stage);
+    if (be->up_ring)
+        (void)gpuFreeHost(be->up_ring);
     if (be->stream)
         (void)gpuStreamDestroy(be->stream);
     free(be);
@@ -791,6 +800,7 @@ static int copy_sync(gpu_be *be, void *dst, const void *src, size_t bytes, int k
         (void)gpuGetLastError();
         return RLX_ERR_DEVICE;
     }
+    be->up_off = 0; /* the stream is idle: every upload has read its ring bytes */
     return 0;
 }
 
@@ -802,6 +812,12 @@ static int gpu_upload_(void *bep, void *dst, const void *src, size_t bytes, rlx_
     /* from pageable memory CUDA returns once src is staged, so src may change at once: no
      * stream sync per upload (a decode step uploads its token id and positions) */
     gpu_be *be = (gpu_be *)bep;
+    if (be->up_ring && bytes <= GPU_UP_SMALL && be->up_off + bytes <= GPU_UP_RING) {
+        char *p = be->up_ring + be->up_off;
+        memcpy(p, src, bytes);
+        be->up_off += (bytes + 15) & ~(size_t)15;
+        src = p;
+    }
     gpuError_t e = gpuMemcpyAsync(dst, src, bytes, gpuMemcpyHostToDevice, be->stream);
     if (e != gpuSuccess) {
         set_diag(d, RLX_ERR_DEVICE, "upload of %zu bytes: %s", bytes, gpuGetErrorString(e));
@@ -861,7 +877,8 @@ static int gpu_sync(void *bep, rlx_diag *d)
         (void)gpuGetLastError();
         return RLX_ERR_DEVICE;
     }
-    return 0;
+    be->up_off = 0;
+    return gpu_check_pending(be, d);
 }
 
 /* ---------------------------------------------------------------- compile */
@@ -872,6 +889,8 @@ static void gpu_release(void *bep, void *exep)
     gpu_exe *x = (gpu_exe *)exep;
     if (!x)
         return;
+    if (((gpu_be *)bep)->pending == x) /* its words are not read any more */
+        ((gpu_be *)bep)->pending = NULL;
     if (x->has_graph)
         (void)gpuGraphExecDestroy(x->graph);
     if (x->win && coll_link(x)) /* before the links: it needs their communicator */

@@ -228,6 +228,14 @@ typedef struct gpu_be {
     unsigned *sum_last; /* zero between launches: a GEMV storing an add's sum in place counts its blocks */
     int *err_host; /* pinned copy */
     char *stage;   /* pinned staging for downloads (NULL: copy straight to the caller) */
+    /* a program whose error words are on their way to err_host, unread: the next sync or
+     * execute reads them (so a download right after a step waits once, for both) */
+    struct gpu_exe *pending;
+    /* pinned bytes small uploads go through (a step's token id and positions): one async
+     * copy each, no staging by the driver; reused from the start after each stream sync */
+    char *up_ring;
+    size_t up_off;
+    int defer_checks; /* RLX_GPU_DEFER_CHECK=0: read them in execute, as before */
     struct gpu_prof *prof; /* RLX_GPU_PROFILE=1 */
 } gpu_be;
 
@@ -267,6 +275,8 @@ extern const char *const fuse_names[FUSE_COUNT];
 
 /* gpu_run.cu: the backend's execute (rlx_backend.execute) */
 int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d);
+/* the error words of the last program run (be->pending), once it is done: 0 or its error */
+int gpu_check_pending(gpu_be *be, rlx_diag *d);
 
 /* gpu_fuse.cu: fusion matching at compile time, and the steps that may read early */
 /* rlx.add_rms_norm step st (built) becomes an add (st) and an rms_norm of its sum (st + 1) */

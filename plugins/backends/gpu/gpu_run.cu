@@ -641,6 +641,9 @@ int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d)
     gpu_be *be = (gpu_be *)bep;
     gpu_exe *x = (gpu_exe *)exep;
     (void)gpuSetDevice(be->device); /* ranks of a tensor-parallel run share a thread at times */
+    int prc = gpu_check_pending(be, d); /* this run overwrites the words an earlier one left */
+    if (prc)
+        return prc;
     for (uint32_t i = 0; x->coll && i < x->n_steps; i++) { /* gpu_tp.cu: outside any capture */
         char m[384];
         if (x->steps[i].tp.ranks && gpu_tp_connect(&x->steps[i].tp, m, sizeof m)) {
@@ -669,13 +672,25 @@ int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d)
     x->runs++;
     if (rc || !x->checks)
         return rc;
-    /* ids and cache positions live on the device: their errors are known after the run */
+    /* ids and cache positions live on the device: their errors are known after the run,
+     * read by the next sync (gpu_sync) unless checks are not deferred */
+    be->pending = x;
+    return be->defer_checks ? 0 : gpu_check_pending(be, d);
+}
+
+int gpu_check_pending(gpu_be *be, rlx_diag *d)
+{
+    gpu_exe *x = be->pending;
+    if (!x)
+        return 0;
+    be->pending = NULL;
     gpuError_t e = gpuStreamSynchronize(be->stream);
     if (e != gpuSuccess) {
         set_diag(d, RLX_ERR_DEVICE, "execute: %s", gpuGetErrorString(e));
         (void)gpuGetLastError();
         return RLX_ERR_DEVICE;
     }
+    be->up_off = 0;
     const int *w = be->err_host;
     if (w[0] == GPU_ERR_NONE)
         return 0;
