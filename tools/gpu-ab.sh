@@ -11,6 +11,9 @@
 #            matching NCUK (default k_gemv), NCUN of them after NCUSKIP; the report in $OUT
 #     tpab   LLaMA-8B-width rows on GPUs 0,1 (and 0), one per "label:devs:VAR=v,..." in TPAB, over
 #            the model check's tp-speed row made (GPU_CHECK_KEEP=1), or made here when absent
+#     ktrace every kernel's GPU start and end (graph nodes too) of one rlx-bench row per
+#            "label:1b|188m:VAR=v,..." in KTV, through bench/gpu-trace/kernel_trace.so (CUPTI; carry
+#            it built), as $OUT/kt-LABEL.csv.xz
 #     san    compute-sanitizer (SANT, default memcheck) over the conformance suite, SANENV
 #     persist  bench/gpu-persist/persist.cu (the one-kernel-a-token prototype) built with nvcc
 #            (PERSISTFLAGS, e.g. -DPHASE_TIMING), one run per "shape:arg,arg,..." in PERSIST
@@ -69,6 +72,17 @@ if [[ ,$modes, == *,ncu,* ]]; then # NCUV="label:cfg:VAR=v,..." NCUK=regex NCUSK
       ./tools/rlx-bench --config $root/llama-$cfg-config.json --backend cuda --prefill 16 --decode 8 --reps 1 --precision bf16 --no-reference --json > $out/ncu-$label.txt 2>&1
     echo "==== ncu $label rc=$?"
     grep -E '^  [a-zA-Z_]|Duration|DRAM Throughput|Memory Throughput|Grid Size|Block Size|Registers|Dynamic Shared|Achieved Occupancy|Stall|Warp Cycles Per Issued|Issued Warp|No Eligible|One or More' $out/ncu-$label.txt | grep -v '^    ---' | head -${NCUL:-200}
+  done
+fi
+if [[ ,$modes, == *,ktrace,* ]]; then # KTV="label:cfg:VAR=v,..." KTARGS replaces the shape
+  for spec in ${KTV:-}; do
+    label=${spec%%:*}; r=${spec#*:}; cfg=${r%%:*}; e=${r#*:}; [ "$e" = "$r" ] && e=""
+    envrun "X=1${e:+,$e}" env CUDA_INJECTION64_PATH="$top/bench/gpu-trace/kernel_trace.so" RLX_KTRACE_OUT="$out/kt-$label.csv" \
+      LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib" \
+      timeout ${KTTO:-200} ./tools/rlx-bench --config $root/llama-$cfg-config.json --backend cuda \
+      ${KTARGS:---prefill 512 --decode 32 --reps 1} --precision bf16 --no-reference --json > $out/kt-$label.log 2>&1
+    echo "==== ktrace $label rc=$? $(grep -o '"decode_tokens_per_s":[^,]*' $out/kt-$label.log) $(wc -l < $out/kt-$label.csv) kernels"
+    tail -2 $out/kt-$label.log | cut -c1-200; xz -f $out/kt-$label.csv
   done
 fi
 if [[ ,$modes, == *,tpab,* ]]; then # TPAB="label:0,1:VAR=v,..."

@@ -1,0 +1,53 @@
+/* Every kernel's start and end on the GPU, graph nodes included (what Nsight Systems'
+ * --cuda-graph-trace=node shows; the GPU machine has no nsys), through CUPTI's activity
+ * API. Loaded by the CUDA driver itself: CUDA_INJECTION64_PATH=kernel_trace.so; writes
+ * CSV to $RLX_KTRACE_OUT (default stderr) at exit:
+ *   start_ns,end_ns,graph_id,graph_node_id,grid,block,regs,name
+ * Build: cc -shared -fPIC -O2 -I/usr/local/cuda/include kernel_trace.c
+ *        -L/usr/local/cuda/lib64 -lcupti -o kernel_trace.so */
+#include <cupti.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static FILE *out;
+
+static void CUPTIAPI buf_req(uint8_t **buf, size_t *size, size_t *max_records)
+{
+    *size = 16u << 20;
+    *buf = aligned_alloc(8, *size);
+    *max_records = 0;
+}
+
+static void CUPTIAPI buf_done(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size, size_t valid)
+{
+    (void)ctx, (void)stream, (void)size;
+    CUpti_Activity *r = NULL;
+    while (cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS) {
+        if (r->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
+        const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)r;
+        fprintf(out, "%llu,%llu,%u,%llu,%d,%d,%u,%s\n", (unsigned long long)k->start, (unsigned long long)k->end,
+                k->graphId, (unsigned long long)k->graphNodeId, k->gridX * k->gridY * k->gridZ,
+                k->blockX * k->blockY * k->blockZ, k->registersPerThread, k->name ? k->name : "?");
+    }
+    free(buf);
+}
+
+static void flush_all(void)
+{
+    cuptiActivityFlushAll(1);
+    if (out && out != stderr) fclose(out);
+}
+
+int InitializeInjection(void)
+{
+    const char *p = getenv("RLX_KTRACE_OUT");
+    out = p ? fopen(p, "w") : stderr;
+    if (!out) out = stderr;
+    if (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS ||
+        cuptiActivityRegisterCallbacks(buf_req, buf_done) != CUPTI_SUCCESS) {
+        fprintf(stderr, "kernel_trace: CUPTI refused the kernel activity\n");
+        return 0;
+    }
+    atexit(flush_all);
+    return 1;
+}
