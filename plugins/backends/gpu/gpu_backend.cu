@@ -800,7 +800,6 @@ static int copy_sync(gpu_be *be, void *dst, const void *src, size_t bytes, int k
         (void)gpuGetLastError();
         return RLX_ERR_DEVICE;
     }
-    be->up_off = 0; /* the stream is idle: every upload has read its ring bytes */
     return 0;
 }
 
@@ -877,8 +876,8 @@ static int gpu_sync(void *bep, rlx_diag *d)
         (void)gpuGetLastError();
         return RLX_ERR_DEVICE;
     }
-    be->up_off = 0;
-    return gpu_check_pending(be, d);
+    be->up_off = 0; /* the stream is idle: every upload has read its ring bytes */
+    return gpu_check_pending(be, 1, d);
 }
 
 /* ---------------------------------------------------------------- compile */

@@ -232,7 +232,7 @@ typedef struct gpu_be {
      * execute reads them (so a download right after a step waits once, for both) */
     struct gpu_exe *pending;
     /* pinned bytes small uploads go through (a step's token id and positions): one async
-     * copy each, no staging by the driver; reused from the start after each stream sync */
+     * copy each, no staging by the driver; reused from the start by gpu_sync */
     char *up_ring;
     size_t up_off;
     int defer_checks; /* RLX_GPU_DEFER_CHECK=0: read them in execute, as before */
@@ -275,8 +275,9 @@ extern const char *const fuse_names[FUSE_COUNT];
 
 /* gpu_run.cu: the backend's execute (rlx_backend.execute) */
 int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d);
-/* the error words of the last program run (be->pending), once it is done: 0 or its error */
-int gpu_check_pending(gpu_be *be, rlx_diag *d);
+/* the error words of the last program run (be->pending), once it is done (idle: the caller
+ * has just synchronized the stream): 0 or its error */
+int gpu_check_pending(gpu_be *be, int idle, rlx_diag *d);
 
 /* gpu_fuse.cu: fusion matching at compile time, and the steps that may read early */
 /* rlx.add_rms_norm step st (built) becomes an add (st) and an rms_norm of its sum (st + 1) */

@@ -641,7 +641,7 @@ int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d)
     gpu_be *be = (gpu_be *)bep;
     gpu_exe *x = (gpu_exe *)exep;
     (void)gpuSetDevice(be->device); /* ranks of a tensor-parallel run share a thread at times */
-    int prc = gpu_check_pending(be, d); /* this run overwrites the words an earlier one left */
+    int prc = gpu_check_pending(be, 0, d); /* this run overwrites the words an earlier one left */
     if (prc)
         return prc;
     for (uint32_t i = 0; x->coll && i < x->n_steps; i++) { /* gpu_tp.cu: outside any capture */
@@ -675,22 +675,21 @@ int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d)
     /* ids and cache positions live on the device: their errors are known after the run,
      * read by the next sync (gpu_sync) unless checks are not deferred */
     be->pending = x;
-    return be->defer_checks ? 0 : gpu_check_pending(be, d);
+    return be->defer_checks ? 0 : gpu_check_pending(be, 0, d);
 }
 
-int gpu_check_pending(gpu_be *be, rlx_diag *d)
+int gpu_check_pending(gpu_be *be, int idle, rlx_diag *d)
 {
     gpu_exe *x = be->pending;
     if (!x)
         return 0;
     be->pending = NULL;
-    gpuError_t e = gpuStreamSynchronize(be->stream);
+    gpuError_t e = idle ? gpuSuccess : gpuStreamSynchronize(be->stream);
     if (e != gpuSuccess) {
         set_diag(d, RLX_ERR_DEVICE, "execute: %s", gpuGetErrorString(e));
         (void)gpuGetLastError();
         return RLX_ERR_DEVICE;
     }
-    be->up_off = 0;
     const int *w = be->err_host;
     if (w[0] == GPU_ERR_NONE)
         return 0;
