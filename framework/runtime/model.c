@@ -235,6 +235,21 @@ static int check_positions(rlx_model *m, const char *dir, rlx_diag *d)
                         dir, v);
 }
 
+/* config.json (path: the file or its folder), the plugins, and the arch that owns the model
+ * type, which reads the rest of config.json (a --flow file still needs it: its blocks read
+ * the description) */
+static int open_config(rlx_model *m, const char *path, const char *plugin_path, rlx_diag *d)
+{
+    int rc = rlx_config_open(path, &m->config, d);
+    if (!rc) {
+        rc = rlx_registry_open(plugin_path, &m->registry_owned, d);
+        m->registry = m->registry_owned;
+    }
+    if (!rc) rc = rlx_config_configure(m->config, m->registry, &m->arch, d);
+    if (!rc) m->cfg = *rlx_config_model(m->config);
+    return rc;
+}
+
 RLX_API int rlx_model_open(const char *dir, const rlx_model_options *opt_in, rlx_model **out,
                            rlx_diag *d)
 {
@@ -259,15 +274,7 @@ int rg_model_open_on(const char *dir, const rlx_model_options *opt_in, int devic
     m->progress = o.progress;
     m->progress_user = o.progress_user;
     int rc = (m->dir = strdup(dir)) ? 0 : rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
-    if (!rc) rc = rlx_config_open(dir, &m->config, d);
-    if (!rc) {
-        rc = rlx_registry_open(o.plugin_path, &m->registry_owned, d);
-        m->registry = m->registry_owned;
-    }
-    /* the arch that owns the model type reads the rest of config.json (a --flow file
-     * still needs it: its blocks read the description) */
-    if (!rc) rc = rlx_config_configure(m->config, m->registry, &m->arch, d);
-    if (!rc) m->cfg = *rlx_config_model(m->config);
+    if (!rc) rc = open_config(m, dir, o.plugin_path, d);
     if (!rc) rc = check_positions(m, dir, d);
     if (!rc) rc = rlx_weights_open(dir, &m->weights_owned, d);
     if (!rc) m->weights = m->weights_owned;
@@ -303,11 +310,7 @@ RLX_API int rlx_config_weights(const char *path, const char *plugin_path, rlx_we
     o.plugin_path = plugin_path;
     rlx_model *m = new_model();
     if (!m) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
-    int rc = rlx_config_open(path, &m->config, d);
-    if (!rc) rc = rlx_registry_open(plugin_path, &m->registry_owned, d);
-    m->registry = m->registry_owned;
-    if (!rc) rc = rlx_config_configure(m->config, m->registry, &m->arch, d);
-    if (!rc) m->cfg = *rlx_config_model(m->config);
+    int rc = open_config(m, path, plugin_path, d);
     if (!rc) rc = load_profiles(m, &o, d);
     if (!rc) set_policy(m, &o);
     if (!rc) rc = build_flows(m, &o, d);

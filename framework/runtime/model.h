@@ -149,11 +149,11 @@ typedef struct rg_io {
 } rg_io;
 int rg_exec_run(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32_t n_in,
                 rlx_diag *d);
-/* host copy of output name (numel * dtype bytes) */
 /* rg_exec_run and then output name into dst (NULL: none), the output's download queued
  * right behind the program: a decode step waits for the device once, not twice */
 int rg_exec_run_read(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32_t n_in, const char *name,
                      void *dst, rlx_diag *d);
+/* host copy of output name (numel * dtype bytes) */
 int rg_exec_output(rlx_model *m, rg_exec *e, const char *name, void *dst, rlx_diag *d);
 const rlx_value_desc *rg_exec_find_io(const rg_exec *e, const char *name, int output);
 void rg_states_free(rlx_model *m, rg_states *st);
