@@ -140,28 +140,27 @@ static int add_listed(void *user, const char *name, const rlx_shape *s, rlx_diag
                         rlx_shape_str(s, b, sizeof b));
 }
 
-/* A checkpoint of random weights for a config: the tensors its arch's flows read. */
-static int write_random_model(const char *config, const char *dir, uint64_t seed, rlx_diag *d)
+/* A checkpoint of random weights for a config (the tensors its arch's flows read) at
+ * model_path, and the config copied to config_path. */
+static int write_random_model(const char *config, const char *model_path, const char *config_path, uint64_t seed,
+                              rlx_diag *d)
 {
     random_sink r = {rlx_st_writer_new(), seed};
     int rc = r.w ? rlx_config_weights(config, NULL, add_listed, &r, d) : rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
-    char path[4200];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (!rc) rc = rlx_st_writer_save(r.w, path, d);
+    if (!rc) rc = rlx_st_writer_save(r.w, model_path, d);
     rlx_st_writer_free(r.w);
     if (rc) return rc;
     /* the config itself, copied */
     size_t len = 0;
     FILE *in = fopen(config, "rb");
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *out = fopen(path, "wb");
+    FILE *out = fopen(config_path, "wb");
     if (in && out) {
         char buf[65536];
         while ((len = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, len, out);
     }
-    rc = (in && out) ? 0 : rlx_diag_set(d, RLX_ERR_IO, "%s: cannot copy to %s", config, path);
+    rc = (in && out) ? 0 : rlx_diag_set(d, RLX_ERR_IO, "%s: cannot copy to %s", config, config_path);
     if (in) fclose(in);
-    if (out && fclose(out) != 0 && !rc) rc = rlx_diag_set(d, RLX_ERR_IO, "%s: write failed", path);
+    if (out && fclose(out) != 0 && !rc) rc = rlx_diag_set(d, RLX_ERR_IO, "%s: write failed", config_path);
     return rc;
 }
 
@@ -574,30 +573,28 @@ int main(int argc, char **argv)
     if (rc) return rc;
     rlx_diag d;
     rlx_diag_init(&d);
-    char tmp[4096] = "";
     const char *dir = a.model;
     if (a.config) {
         const char *t = getenv("TMPDIR");
-        snprintf(tmp, sizeof tmp, "%s/rlx-bench-XXXXXX", t && *t ? t : "/tmp");
-        if (!mkdtemp(tmp)) {
-            fprintf(stderr, "rlx-bench: %s: cannot create a temporary folder\n", tmp);
+        snprintf(tmp_dir, sizeof tmp_dir, "%s/rlx-bench-XXXXXX", t && *t ? t : "/tmp");
+        if (!mkdtemp(tmp_dir)) {
+            fprintf(stderr, "rlx-bench: %s: cannot create a temporary folder\n", tmp_dir);
             return 1;
         }
-        snprintf(tmp_dir, sizeof tmp_dir, "%s", tmp);
-        snprintf(tmp_files[0], sizeof tmp_files[0], "%s/model.safetensors", tmp);
-        snprintf(tmp_files[1], sizeof tmp_files[1], "%s/config.json", tmp);
+        snprintf(tmp_files[0], sizeof tmp_files[0], "%s/model.safetensors", tmp_dir);
+        snprintf(tmp_files[1], sizeof tmp_files[1], "%s/config.json", tmp_dir);
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_signal;
         sigemptyset(&sa.sa_mask);
         static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
         for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaction(sigs[i], &sa, NULL);
-        if (write_random_model(a.config, tmp, (uint64_t)a.seed, &d) != 0) rc = 1;
-        dir = tmp;
+        if (write_random_model(a.config, tmp_files[0], tmp_files[1], (uint64_t)a.seed, &d) != 0) rc = 1;
+        dir = tmp_dir;
     }
     if (!rc) rc = bench(&a, dir, &d);
     if (rc > 0) fprintf(stderr, "rlx-bench: %s\n", d.msg[0] ? d.msg : "failed");
     if (rc < 0) rc = 1;
-    if (tmp[0]) remove_tmp();
+    if (tmp_dir[0]) remove_tmp();
     return rc;
 }
