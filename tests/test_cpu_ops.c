@@ -288,7 +288,7 @@ START_TEST(test_descriptor)
         "rlx.last_row", "rlx.copy", "rlx.cast", "rlx.swiglu", "rlx.geglu_tanh",
         "rlx.add_rms_norm", "rlx.linear_swiglu", "rlx.conv2d", "rlx.group_norm",
         "rlx.upsample_nearest2d", "rlx.bmm", "rlx.relu", "rlx.sin", "rlx.cos", "rlx.all_reduce",
-        "rlx.all_gather", "rlx.attention_rows", "rlx.cache_write_rows"};
+        "rlx.all_gather", "rlx.attention_rows", "rlx.cache_write_rows", "rlx.argmax"};
     size_t n = 0;
     while (BE->ops[n]) {
         ck_assert_msg(strcmp(BE->ops[n], "rlx.reshape") != 0, "backends never see reshapes");
@@ -699,6 +699,35 @@ START_TEST(test_softmax)
     softmax_case(3, 5, 2);
     softmax_case(1, 32000, 20);
     softmax_case(600, 33, 5);
+}
+END_TEST
+
+/* the first largest of each row; a NaN loses to any number, and a row of NaN gives 0 */
+START_TEST(test_argmax)
+{
+    enum { R = 5, N = 37 };
+    float x[R * N];
+    for (int i = 0; i < R * N; i++) x[i] = frand();
+    x[0 * N + 9] = x[0 * N + 30] = 4; /* a tie: the first */
+    x[1 * N + 0] = NAN, x[1 * N + 36] = 5; /* NaN first, the largest last */
+    for (int i = 0; i < N; i++) x[2 * N + i] = NAN;
+    x[3 * N + 20] = INFINITY, x[3 * N + 21] = NAN;
+    for (int i = 0; i < N; i++) x[4 * N + i] = -INFINITY;
+    int32_t want[R] = {9, 36, 0, 20, 0};
+    top o = {.op = "rlx.argmax", .n_in = 1, .n_out = 1};
+    o.in[0] = F(x, shp(2, R, N));
+    o.out[0] = F(NULL, shp(1, R));
+    o.out[0].dtype = RLX_I32;
+    for (int k = 0; k < NH; k++) {
+        void *res[2] = {NULL, NULL}; /* run_op's room for two outputs */
+        rlx_diag d;
+        rlx_diag_init(&d);
+        ck_assert_msg(run_op(HND[k], &o, res, &d) == 0, "handle %d: %s", k, d.msg);
+        for (int r = 0; r < R; r++)
+            ck_assert_msg(((int32_t *)res[0])[r] == want[r], "handle %d row %d: %d, want %d", k, r,
+                          ((int32_t *)res[0])[r], want[r]);
+        free(res[0]);
+    }
 }
 END_TEST
 
@@ -1687,6 +1716,7 @@ static Suite *suite(void)
     tcase_add_test(c, test_activation_extremes);
     tcase_add_test(c, test_gated);
     tcase_add_test(c, test_softmax);
+    tcase_add_test(c, test_argmax);
     tcase_add_test(c, test_rms_norm);
     tcase_add_test(c, test_add_rms_norm);
     tcase_add_test(c, test_layer_norm);

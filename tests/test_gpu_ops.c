@@ -437,6 +437,27 @@ static void test_elementwise(gpu *g)
             sr[rr * 1000 + k] = exp(sx.f[rr * 1000 + k] - m) / s;
     }
     check(g, "softmax [13,1000]", "rlx.softmax", &sx, 1, &so, 1, NULL, 0, 0, &sr, TOL);
+    /* argmax over rows of a vocabulary: the first largest; a NaN never wins (a row of NaN: 0) */
+    {
+        enum { AR = 6, AN = 128256 };
+        tens ax = rand_f(2, AR, AN, 0, 8), ay = mk(RLX_I32, 1, AR, 0, 0);
+        ax.f[0 * AN + 70001] = ax.f[0 * AN + 127000] = 9; /* a tie */
+        ax.f[1 * AN + 0] = NAN, ax.f[1 * AN + AN - 1] = 10;
+        for (int k = 0; k < AN; k++)
+            ax.f[2 * AN + k] = NAN;
+        ax.f[3 * AN + 5] = INFINITY, ax.f[3 * AN + 6] = NAN;
+        for (int k = 0; k < AN; k++)
+            ax.f[4 * AN + k] = -INFINITY;
+        double *ar = dalloc(AR);
+        ar[0] = 70001, ar[1] = AN - 1, ar[2] = 0, ar[3] = 5, ar[4] = 0;
+        for (int k = 1; k < AN; k++) /* row 5: plain random */
+            if (ax.f[5 * AN + k] > ax.f[5 * AN + (int)ar[5]])
+                ar[5] = k;
+        check(g, "argmax [6,128256]", "rlx.argmax", &ax, 1, &ay, 1, NULL, 0, 0, &ar, 1e-12);
+        free(ar);
+        tfree(&ax);
+        tfree(&ay);
+    }
     /* norms */
     tens w = rand_f(1, H, 0, 0, 1), bb = rand_f(1, H, 0, 0, 1);
     for (int add_one = 0; add_one < 2; add_one++) {

@@ -87,7 +87,7 @@ run_test conformance env RLX_GPU_BENCH=1 ./tests/test_gpu_ops
 # parity: the fixture tests pick the backend of highest priority: cuda here
 for t in test_llama_parity test_qwen_gemma_parity test_bert_parity test_flux_parity test_flux_diffuse test_vae_parity \
     test_sam_parity test_half_parity \
-    test_flow_edit test_abi_compat test_demo test_batch; do
+    test_flow_edit test_abi_compat test_demo test_batch test_generate; do
     [ -x "tests/$t" ] && run_test "$t" "tests/$t"
 done
 # speed: rlx-bench with same-run ceilings, f32 and bf16

@@ -317,8 +317,15 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
     float *logits = malloc((size_t)(V * B) * sizeof *logits);
     int32_t *step_ids = malloc((size_t)B * sizeof *step_ids);
     double *pre = calloc((size_t)a->reps, sizeof *pre), *dec = calloc((size_t)a->reps, sizeof *dec);
+    /* one session: the same tokens again as greedy generation on the device (no host step
+     * between tokens); gen_msg says why not when the flow cannot */
+    double *gen = calloc((size_t)a->reps, sizeof *gen);
+    int32_t *gen_ids = malloc((size_t)(N > 0 ? N : 1) * sizeof *gen_ids);
+    char gen_msg[sizeof ((rlx_diag *)0)->msg] = "";
+    int gen_on = B == 1 && N > 0;
     rlx_session **s = calloc((size_t)B, sizeof *s);
-    int rc = (!ids || !logits || !step_ids || !pre || !dec || !s) ? rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory") : 0;
+    int rc = (!ids || !logits || !step_ids || !pre || !dec || !gen || !gen_ids || !s)
+                 ? rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory") : 0;
     uint64_t seed = (uint64_t)a->seed * 2654435761u + 1;
     for (int64_t i = 0; i < P && !rc; i++) ids[i] = (int32_t)(rng_next(&seed) % (uint64_t)V);
     for (int64_t b = 0; b < B && !rc; b++) rc = rlx_session_new(m, ctx, &s[b], d);
@@ -371,6 +378,21 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
             rd_w[r] = rd_last.gbps;
             rd_s[r] = rd_last.scalar_gbps;
         }
+        if (gen_on && !rc) { /* from the decode's start again: its rows are rewritten */
+            rlx_diag gd;
+            rlx_diag_init(&gd);
+            double g0 = run_now_ms();
+            int gr = rlx_session_rewind(s[0], D, &gd);
+            if (!gr) gr = rlx_session_generate(s[0], ids[0], N, gen_ids, &gd);
+            if (r >= 0) gen[r] = run_now_ms() - g0;
+            if (gr == RLX_ERR_UNSUPPORTED) {
+                gen_on = 0;
+                snprintf(gen_msg, sizeof gen_msg, "%s", gd.msg);
+            } else if (gr) {
+                *d = gd;
+                rc = gr;
+            }
+        }
         if (r >= 0 && peer && !rc)
             rc = bench_peer_rep(peer, (int)r, pre[r] > 0 ? (double)(T * B) * 1e3 / pre[r] : 0,
                                 dec[r] > 0 ? (double)(N * B) * 1e3 / dec[r] : 0, d);
@@ -395,9 +417,10 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
             ratio[r] = rd_w[r] > 0 ? g / rd_w[r] : 0;
             ok = ok && rd_w[r] > 0;
         }
-        double pm = bench_median(pre, nr), dm = bench_median(dec, nr);
+        double pm = bench_median(pre, nr), dm = bench_median(dec, nr), gm = gen_on ? bench_median(gen, nr) : 0;
         double p_tps = pm > 0 ? (double)(T * B) * 1e3 / pm : 0;
         double d_tps = dm > 0 ? (double)(N * B) * 1e3 / dm : 0;
+        double g_tps = gm > 0 ? (double)N * 1e3 / gm : 0;
         double flops = (double)B * (double)pi.flops;
         double gflops = pm > 0 ? flops / (pm * 1e6) : 0;
         double gbs = d_tps * bytes_tok / 1e9;
@@ -440,6 +463,8 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
             json_object_set_new(o, "prefill_flops", json_real(flops));
             json_object_set_new(o, "prefill_flops_source", json_string("program"));
             json_object_set_new(o, "decode_gb_per_s", json_real(gbs));
+            if (gen_on) json_object_set_new(o, "generate_tokens_per_s", json_real(g_tps));
+            else if (gen_msg[0]) json_object_set_new(o, "generate_unsupported", json_string(gen_msg));
             json_object_set_new(o, "threads", json_integer(rlx_model_threads(m)));
             json_object_set_new(o, "backend", json_string(rlx_model_backend_name(m)));
             json_object_set_new(o, "reps", json_integer(a->reps));
@@ -470,6 +495,9 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
                 json_object_set_new(r, "gemm_library", json_string(dc.gemm_library));
                 json_object_set_new(o, "reference", r);
                 json_object_set_new(o, "decode_vs_copy_bandwidth", json_real(gbs / dc.copy_gb_per_s));
+                if (gen_on)
+                    json_object_set_new(o, "generate_vs_copy_bandwidth",
+                                        json_real(g_tps * bytes_tok / 1e9 / dc.copy_gb_per_s));
                 json_object_set_new(o, "decode_floor_tokens_per_s", json_real(dc.copy_gb_per_s * 1e9 / bytes_tok));
                 json_object_set_new(o, "prefill_vs_gemm", json_real(dc.gemm_gflops > 0 ? gflops / dc.gemm_gflops : 0));
             }
@@ -495,6 +523,11 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
                    "from the program)\n", (long long)B, (long long)T, pm, p_tps, gflops, flops / 1e9);
             printf("decode  %lld x %lld tokens from %lld keys: %.1f ms median, %.1f tok/s, %.2f GB/s\n", (long long)B,
                    (long long)N, (long long)D, dm, d_tps, gbs);
+            if (gen_on)
+                printf("generate %lld tokens (greedy, on the device) from %lld keys: %.1f ms median, %.1f tok/s, "
+                       "%.2f GB/s\n", (long long)N, (long long)D, gm, g_tps, g_tps * bytes_tok / 1e9);
+            else if (gen_msg[0])
+                printf("generate: not run (%s)\n", gen_msg);
             printf("backend %s, %d threads, %lld reps\n", rlx_model_backend_name(m), rlx_model_threads(m),
                    a->reps);
             if (ref.read_gbps > 0)
@@ -533,6 +566,8 @@ done:
     free(step_ids);
     free(pre);
     free(dec);
+    free(gen);
+    free(gen_ids);
     free(rd_w);
     free(rd_s);
     free(ratio);

@@ -16,6 +16,8 @@ typedef struct rg_variant {
      * cache slot of a pool of this many (states get a leading slot dim, pos is [T], input
      * batch_slots [T] says each row's slot; build/batch.c); 0: one sequence */
     int64_t batch;
+    /* 1: greedy decode on the device (rlx_session_generate, compile/greedy.c) */
+    int64_t greedy;
 } rg_variant;
 
 typedef struct rg_build_env {

@@ -13,6 +13,7 @@ static int passes(rlx_model *m, rg_exec *e, rlx_diag *d)
     e->stats.built_nodes = g->n_nodes;
     int rc = rg_pass_partition(g, m->tp_rank, m->tp_ranks, m->tp_group, d);
     if (!rc && e->variant.last_row) rc = rg_pass_last_row(g, "logits", e->T, d);
+    if (!rc && e->variant.greedy) rc = rg_pass_greedy(g, e->ctx, d);
     if (rc) return rc;
     if (rg_pass_outputs(g)) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
     if (pr->passes.constant_folding && rg_pass_fold(g, &e->stats))

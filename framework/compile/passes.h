@@ -42,5 +42,10 @@ int rg_pass_partition(rg_graph *g, int rank, int ranks, int64_t group, rlx_diag 
 /* last_row.c: output `output` [T, N] becomes its row out_row ([1] i32, a new input), taken
  * as early as row-local ops allow (so the last norm and projection see one row). */
 int rg_pass_last_row(rg_graph *g, const char *output, int64_t T, rlx_diag *d);
+/* greedy.c: a decode graph whose token id is the state rlx.next_id and whose logits'
+ * argmax is written there and into the state rlx.generated [ctx, 1, 1] at row pos
+ * (rlx_session_generate). Fails naming what the flow lacks (inputs input_ids, pos; a
+ * one-row output logits). */
+int rg_pass_greedy(rg_graph *g, int64_t ctx, rlx_diag *d);
 int rg_legalize(rg_graph *g, const rlx_backend *be, int unfuse, rg_stats *st, rlx_diag *d);
 #endif

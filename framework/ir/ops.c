@@ -70,6 +70,18 @@ static int inf_add_scalar(const rg_graph *g, const rg_node *n, rlx_shape *o, int
 static int inf_softcap(const rg_graph *g, const rg_node *n, rlx_shape *o, int *dt, char *e, size_t l)
 { return inf_unary_attr(g, n, o, dt, e, l, "cap"); }
 
+/* x [..., V] float -> [...] i32: the index of each row's largest value */
+static int inf_argmax(const rg_graph *g, const rg_node *n, rlx_shape *o, int *dt, char *err, size_t len)
+{
+    shape_bufs B;
+    if (S(0)->ndim < 2 || S(0)->dims[S(0)->ndim - 1] < 1)
+        return bad(err, len, "x %s must be [..., V] with V >= 1 and at least two dims", ss(S(0), B.b[0]));
+    o[0] = *S(0);
+    o[0].ndim--;
+    dt[0] = RLX_I32;
+    return want_float(g, n, 0, "x", err, len);
+}
+
 static int inf_copy(const rg_graph *g, const rg_node *n, rlx_shape *o, int *dt, char *e, size_t l)
 {
     o[0] = *S(0);
@@ -569,6 +581,7 @@ static const rg_op_def op_table[] = {
     {"rlx.slice", 1, 1, 1, 0, inf_slice, NULL},
     {"rlx.last_row", 1, 2, 1, 0, inf_last_row, NULL},
     {"rlx.copy", 1, 1, 1, 0, inf_copy, NULL},
+    {"rlx.argmax", 1, 1, 1, 0, inf_argmax, NULL},
     {"rlx.cast", 1, 1, 1, 0, inf_cast, NULL},
     {"rlx.conv2d", 2, 3, 1, 0, inf_conv2d, NULL},
     {"rlx.group_norm", 3, 3, 1, 0, inf_group_norm, NULL},

@@ -145,8 +145,7 @@ static int check_ids(const rg_plan *p, uint32_t vi, const rg_io *in, rlx_diag *d
     return 0;
 }
 
-/* binds and uploads the inputs, and starts the program: done once the backend syncs */
-static int launch(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32_t n_in, rlx_diag *d)
+int rg_exec_launch(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32_t n_in, rlx_diag *d)
 {
     const rg_plan *p = &e->plan;
     int rc = rg_mem_check(m, p, e->g, st, 0, d); /* a new session's states, a larger arena */
@@ -175,7 +174,7 @@ static int launch(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint
     return rc;
 }
 
-static int finish(rlx_model *m, int rc, rlx_diag *d)
+int rg_exec_finish(rlx_model *m, int rc, rlx_diag *d)
 {
     if (!rc && m->be->sync) rc = m->be->sync(m->be_ctx, d);
     if (rc && d && !d->code) rlx_diag_set(d, rc, "backend %s: execute failed", m->be->name);
@@ -184,16 +183,51 @@ static int finish(rlx_model *m, int rc, rlx_diag *d)
 
 int rg_exec_run(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32_t n_in, rlx_diag *d)
 {
-    return finish(m, launch(m, e, st, in, n_in, d), d);
+    return rg_exec_finish(m, rg_exec_launch(m, e, st, in, n_in, d), d);
 }
 
 int rg_exec_run_read(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32_t n_in, const char *name,
                      void *dst, rlx_diag *d)
 {
-    int rc = launch(m, e, st, in, n_in, d);
+    int rc = rg_exec_launch(m, e, st, in, n_in, d);
     int out = rc || !dst ? 0 : rg_exec_output(m, e, name, dst, d);
-    rc = finish(m, rc, d); /* the step's own errors first: they explain a bad output */
+    rc = rg_exec_finish(m, rc, d); /* the step's own errors first: they explain a bad output */
     return rc ? rc : out;
+}
+
+/* the session's bytes of state name (made by rg_states_ensure) */
+static int state_of(rg_exec *e, rg_states *st, const char *name, uint32_t *vi, rg_state **s, rlx_diag *d)
+{
+    uint32_t i = rg_states_find(st, name, 0);
+    for (*vi = 0; *vi < e->plan.n_values; (*vi)++)
+        if (e->plan.values[*vi].kind == RLX_VALUE_STATE && !strcmp(e->plan.values[*vi].name, name)) break;
+    if (i == st->n || *vi == e->plan.n_values)
+        return rlx_diag_set(d, RLX_ERR_INTERNAL, "state %s: not in the program or the session", name);
+    *s = &st->s[i];
+    return 0;
+}
+
+int rg_exec_state_set(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, rlx_diag *d)
+{
+    uint32_t vi;
+    rg_state *s;
+    int rc = state_of(e, st, in->name, &vi, &s, d);
+    if (!rc) rc = check_ids(&e->plan, vi, in, d);
+    return rc ? rc : put(m, s->ptr, in->data, s->bytes, d);
+}
+
+int rg_exec_state_get(rlx_model *m, rg_exec *e, rg_states *st, const char *name, size_t off, void *dst, size_t bytes,
+                      rlx_diag *d)
+{
+    uint32_t vi;
+    rg_state *s;
+    int rc = state_of(e, st, name, &vi, &s, d);
+    if (rc) return rc;
+    if (off > s->bytes || bytes > s->bytes - off)
+        return rlx_diag_set(d, RLX_ERR_INTERNAL, "state %s: bytes %zu..%zu outside its %zu", name, off, off + bytes, s->bytes);
+    if (m->be->download) return m->be->download(m->be_ctx, dst, (char *)s->ptr + off, bytes, d);
+    memcpy(dst, (char *)s->ptr + off, bytes);
+    return 0;
 }
 
 int rg_exec_output(rlx_model *m, rg_exec *e, const char *name, void *dst, rlx_diag *d)

@@ -153,6 +153,15 @@ int rg_exec_run(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32
  * right behind the program: a decode step waits for the device once, not twice */
 int rg_exec_run_read(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32_t n_in, const char *name,
                      void *dst, rlx_diag *d);
+/* rg_exec_run in two halves: inputs bound and uploaded and the program started, then (rc
+ * the first half's) the wait for the device; a chain of launches waits once */
+int rg_exec_launch(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, uint32_t n_in, rlx_diag *d);
+int rg_exec_finish(rlx_model *m, int rc, rlx_diag *d);
+/* state in->name of the session (made: rg_states_ensure) set from in->data, ids checked
+ * as an input's; bytes [off, off + bytes) of state name read into dst */
+int rg_exec_state_set(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, rlx_diag *d);
+int rg_exec_state_get(rlx_model *m, rg_exec *e, rg_states *st, const char *name, size_t off, void *dst, size_t bytes,
+                      rlx_diag *d);
 /* host copy of output name (numel * dtype bytes) */
 int rg_exec_output(rlx_model *m, rg_exec *e, const char *name, void *dst, rlx_diag *d);
 const rlx_value_desc *rg_exec_find_io(const rg_exec *e, const char *name, int output);

@@ -223,3 +223,34 @@ RLX_API int rlx_session_decode(rlx_session *s, int32_t id, float *logits, rlx_di
     if (!rc) s->pos++;
     return rc;
 }
+
+RLX_API int rlx_session_generate(rlx_session *s, int32_t id, int64_t n, int32_t *out, rlx_diag *d)
+{
+    if (!s || !out || n < 1)
+        return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_session_generate: %s", !s ? "no session" : !out ? "out is NULL" : "n < 1");
+    if (n > s->ctx - s->pos || s->pos + n > INT32_MAX)
+        return rlx_diag_set(d, RLX_ERR_INVALID, "session: %lld tokens at position %lld exceed the context length %lld",
+                            (long long)n, (long long)s->pos, (long long)s->ctx);
+    rg_variant v;
+    memset(&v, 0, sizeof v);
+    v.greedy = 1;
+    rg_exec *e;
+    step_lock(s);
+    int rc = rg_model_exec_v(s->m, RLX_PHASE_DECODE, 1, s->ctx, &v, &e, d);
+    if (!rc) rc = rg_states_ensure(s->m, e, &s->st, d);
+    rg_io first = {"rlx.next_id", &id, "the id rlx_session_generate was given"};
+    if (!rc) rc = rg_exec_state_set(s->m, e, &s->st, &first, d);
+    /* each step reads the id the step before wrote: the host only queues the steps */
+    for (int64_t k = 0; k < n && !rc; k++) {
+        int32_t pos = (int32_t)(s->pos + k);
+        rg_io io[2] = {{"positions", &pos, "the session's token positions"}, {"pos", &pos, "the session's cache position"}};
+        rc = rg_exec_launch(s->m, e, &s->st, io, 2, d);
+    }
+    rc = rg_exec_finish(s->m, rc, d);
+    if (!rc)
+        rc = rg_exec_state_get(s->m, e, &s->st, "rlx.generated", (size_t)s->pos * sizeof *out, out,
+                               (size_t)n * sizeof *out, d);
+    if (!rc) s->pos += n;
+    step_unlock(s);
+    return rc;
+}

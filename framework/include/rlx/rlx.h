@@ -250,6 +250,16 @@ int rlx_session_prefill(rlx_session *s, const int32_t *ids, int64_t n, float *al
 /* One token through the decode graph (length 1, KV cache). logits: [vocab] */
 int rlx_session_decode(rlx_session *s, int32_t id, float *logits, rlx_diag *d);
 
+/* Greedy decoding on the device: id goes in at the session's position, then n tokens are
+ * picked one after another, each the argmax of the logits before it (the first on ties,
+ * NaN never, as rlx_sampler with greedy) and fed to the next step without a round trip
+ * to the host, which waits once, for all n. out[k]: the k-th token picked; equal to n
+ * calls of rlx_session_decode, each fed the argmax of the one before. The session's
+ * position p moves by n (out[n - 1] is not fed yet: pass it as the next call's id). Should
+ * out[j] end the text, rlx_session_rewind(s, p + j + 1) leaves the cache as if the steps
+ * had stopped there (generate in chunks to waste few steps). */
+int rlx_session_generate(rlx_session *s, int32_t id, int64_t n, int32_t *out, rlx_diag *d);
+
 /* B sessions of one model (same context length, distinct) decode one token each in one
  * step: one program over B rows, each row attending to its own KV cache at its own
  * position (lengths may differ). ids: [B]; logits: [B, vocab] or NULL. Row b equals what

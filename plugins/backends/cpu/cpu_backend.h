@@ -164,7 +164,7 @@ CPU_OP(bmm)
 /* cpu_k_elementwise.c */
 CPU_OP(binary) CPU_OP(unary) CPU_OP(gated)
 /* cpu_k_norm.c */
-CPU_OP(softmax) CPU_OP(rms_norm) CPU_OP(layer_norm) CPU_OP(add_rms_norm)
+CPU_OP(softmax) CPU_OP(argmax) CPU_OP(rms_norm) CPU_OP(layer_norm) CPU_OP(add_rms_norm)
 /* cpu_k_attention.c */
 CPU_OP(attention) CPU_OP(attention_rows) CPU_OP(rope)
 /* cpu_k_data.c */

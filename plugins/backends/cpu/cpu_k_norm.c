@@ -1,4 +1,4 @@
-/* Row-wise ops: softmax, rms_norm, layer_norm and the add_rms_norm composite. One row is
+/* Row-wise ops: softmax, argmax, rms_norm, layer_norm and the add_rms_norm composite. One row is
  * always reduced by one thread, so results do not depend on the thread count. rms_norm and
  * add_rms_norm also read and write 16-bit rows: each row is widened to f32, computed as the
  * f32 kernel computes it and rounded once on the store (what casts around it would give). */
@@ -93,6 +93,42 @@ static void softmax_task(void *arg, int64_t t, int worker)
 int cpu_run_softmax(const cpu_run *r)
 {
     run_rows(r, softmax_task);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- argmax */
+
+int cpu_prep_argmax(const cpu_compile_ctx *c, cpu_node *nd)
+{
+    if (cpu_need(c, 1, 1, 1)) return RLX_ERR_INVALID;
+    const rlx_value_desc *x = cpu_val(c, 0), *o = cpu_out(c, 0);
+    if (cpu_need_f32(c, x, "x")) return RLX_ERR_INVALID;
+    if (x->shape.ndim < 1 || o->dtype != RLX_I32) return cpu_bad(c, "x must have dims and the output be i32");
+    nd->cols = x->shape.dims[x->shape.ndim - 1];
+    nd->rows = nd->cols ? cpu_numel(&x->shape) / nd->cols : 0;
+    if (cpu_numel(&o->shape) != nd->rows) return cpu_bad(c, "output must have one element per row of x");
+    return 0;
+}
+
+static void argmax_task(void *arg, int64_t t, int worker)
+{
+    row_job *j = arg;
+    ROW_RANGE(j, t);
+    const float *x = CPU_F(j->r, 0);
+    int32_t *o = (int32_t *)j->r->vp[nd->out[0]];
+    (void)worker;
+    for (int64_t row = lo; row < hi; row++) {
+        const float *v = x + row * H;
+        int64_t best = 0; /* the first largest; a NaN only while nothing else was seen */
+        for (int64_t i = 1; i < H; i++)
+            if (v[i] > v[best] || (isnan(v[best]) && !isnan(v[i]))) best = i;
+        o[row] = (int32_t)best;
+    }
+}
+
+int cpu_run_argmax(const cpu_run *r)
+{
+    run_rows(r, argmax_task);
     return 0;
 }
 

@@ -24,6 +24,7 @@ static const cpu_op_def op_table[] = {
     {"rlx.cos", cpu_prep_unary, cpu_run_unary},
     {"rlx.softcap", cpu_prep_unary, cpu_run_unary},
     {"rlx.softmax", cpu_prep_softmax, cpu_run_softmax},
+    {"rlx.argmax", cpu_prep_argmax, cpu_run_argmax},
     {"rlx.rms_norm", cpu_prep_rms_norm, cpu_run_rms_norm},
     {"rlx.layer_norm", cpu_prep_layer_norm, cpu_run_layer_norm},
     {"rlx.rope", cpu_prep_rope, cpu_run_rope},

@@ -285,6 +285,11 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
     for (int i = 0; i < n_out; i++) {
         int dt = vals[st->out[i]].dtype;
         st->dto[i] = dt;
+        if (st->op == OP_ARGMAX) {
+            if (dt != RLX_I32)
+                FAIL(RLX_ERR_UNSUPPORTED, "output %d has dtype %s, not i32", i, dt_name(dt));
+            continue;
+        }
         if (st->op == OP_CAST || layout ? !esize(dt)
                                         : !(half_ok(st->op) ? is_flt(dt) : dt == RLX_F32))
             FAIL(RLX_ERR_UNSUPPORTED, "output %d has dtype %s, not %s", i, dt_name(dt),
@@ -373,6 +378,12 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
     case OP_SOFTMAX:
         st->n = last_dim(x);
         st->rows = st->n ? numel(x) / st->n : 0;
+        break;
+    case OP_ARGMAX:
+        st->n = last_dim(x);
+        st->rows = st->n ? numel(x) / st->n : 0;
+        if (st->n < 1 || st->n > 0x7fffffff || numel(y) != st->rows)
+            FAIL(RLX_ERR_INVALID, "x is not [..., V] with 1 <= V < 2^31 and one output per row");
         break;
     case OP_BMM:
         st->i0 = attr_int(nd, "trans_b", 1) != 0;

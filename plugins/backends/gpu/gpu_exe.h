@@ -19,6 +19,7 @@ enum gpu_op {
     OP_BMM, OP_RELU, OP_SIN, OP_COS, /* k_bmm.cu */
     OP_ATTN_ROWS, OP_CACHE_ROWS,     /* k_attn_rows.cu: batched decode */
     OP_ALL_REDUCE, OP_ALL_GATHER,    /* gpu_tp.cu */
+    OP_ARGMAX,
     OP_COUNT
 };
 
@@ -91,6 +92,7 @@ static constexpr gpu_opdef op_defs[] = {
     {OP_CACHE_ROWS, "rlx.cache_write_rows", 4, 4, 1, L | S | OPF_CHECKS},
     {OP_ALL_REDUCE, "rlx.all_reduce", 1, 1, 1, L},
     {OP_ALL_GATHER, "rlx.all_gather", 1, 1, 1, L | S},
+    {OP_ARGMAX, "rlx.argmax", 1, 1, 1, H | S},
 };
 #undef H
 #undef L

@@ -279,6 +279,52 @@ void gpu_softmax(gpuStream_t s, gpu_ten x, gpu_ten y, int64_t rows, int64_t n)
     RLX_LAUNCH(k_softmax, (unsigned)rows, ROW_THREADS, 0, s)(x, y, n);
 }
 
+/* a before b in argmax order: the larger value, the lower index on ties; a NaN never
+ * before a number (a row of NaN gives its first index) */
+__device__ __forceinline__ static bool am_before(float a, int ia, float b, int ib)
+{
+    if (a != a)
+        return b != b && ia < ib;
+    return b != b || a > b || (a == b && ia < ib);
+}
+
+#define AM_THREADS 1024 /* one row a block: a decode step's one row of logits */
+/* A block per row; each thread walks its strided elements in order (so its best is its
+ * first best), then the block's bests are merged through shared memory. */
+__global__ __launch_bounds__(AM_THREADS) static void k_argmax(gpu_ten x, int32_t *y, int64_t n)
+{
+    __shared__ float sv[AM_THREADS];
+    __shared__ int si[AM_THREADS];
+    const int64_t base = (int64_t)blockIdx.x * n;
+    float bv = NAN;
+    int bi = 0x7fffffff;
+#pragma unroll 8
+    for (int64_t i = threadIdx.x; i < n; i += AM_THREADS) {
+        float v = ldt(x, base + i);
+        if (am_before(v, (int)i, bv, bi)) {
+            bv = v;
+            bi = (int)i;
+        }
+    }
+    sv[threadIdx.x] = bv;
+    si[threadIdx.x] = bi;
+    __syncthreads();
+    for (int w = AM_THREADS / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w && am_before(sv[threadIdx.x + w], si[threadIdx.x + w], sv[threadIdx.x], si[threadIdx.x])) {
+            sv[threadIdx.x] = sv[threadIdx.x + w];
+            si[threadIdx.x] = si[threadIdx.x + w];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        y[blockIdx.x] = si[0] < n ? si[0] : 0;
+}
+
+void gpu_argmax(gpuStream_t s, gpu_ten x, int32_t *y, int64_t rows, int64_t n)
+{
+    RLX_LAUNCH(k_argmax, (unsigned)rows, AM_THREADS, 0, s)(x, y, n);
+}
+
 /* A block per token: the token's angles, their sine and cosine taken once in double
  * (positions reach 1e5 and an f32 angle would lose most of its fraction there) and kept
  * in shared memory RP_CHUNK pairs at a time, then every head's pairs (i, i + half) of them

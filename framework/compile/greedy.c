@@ -1,0 +1,73 @@
+/* Greedy decode on the device (rlx_session_generate): the decode program of a chain of
+ * steps that needs no host round trip between them. Its input input_ids becomes the
+ * session state rlx.next_id, and the argmax of its logits is written back there (the
+ * next step's token) and into the state rlx.generated [ctx, 1, 1] at row pos (the ids
+ * the host reads back once, after the last step). The logits stay an output. */
+#include "compile/passes.h"
+#include "ir/ops.h"
+#include <stdlib.h>
+#include <string.h>
+
+static int32_t find_input(const rg_graph *g, const char *name)
+{
+    for (uint32_t v = 0; v < g->n_values; v++)
+        if (g->values[v].kind == RG_INPUT && g->values[v].name && !strcmp(g->values[v].name, name)) return (int32_t)v;
+    return -1;
+}
+
+/* op(in) into a new value of dtype dt and shape s; -1 when out of memory */
+static int32_t add(rg_graph *g, const char *op, const int32_t *in, uint32_t n_in, int dt, const rlx_shape *s,
+                   const rlx_attr *a, uint32_t n_a)
+{
+    int32_t v = rg_add_value(g, RG_TEMP, dt, s, NULL);
+    if (v < 0 || rg_add_node(g, op, in, n_in, &v, 1, a, n_a, "greedy decode") < 0) return -1;
+    return v;
+}
+
+static int32_t reshape(rg_graph *g, int32_t x, uint32_t ndim, const int64_t *dims)
+{
+    rlx_attr a = RLX_ATTR_V("shape", dims, ndim);
+    rlx_shape s = rg_shape(ndim, dims);
+    return x < 0 ? -1 : add(g, "rlx.reshape", &x, 1, g->values[x].dtype, &s, &a, 1);
+}
+
+int rg_pass_greedy(rg_graph *g, int64_t ctx, rlx_diag *d)
+{
+    int32_t ids = find_input(g, "input_ids"), pos = find_input(g, "pos");
+    uint32_t k = 0;
+    while (k < g->n_outputs && strcmp(g->outputs[k].name, "logits")) k++;
+    const char *missing = ids < 0 ? "input input_ids" : pos < 0 ? "input pos" : k == g->n_outputs ? "output logits" : NULL;
+    if (missing)
+        return rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "greedy decode on the device: the decode flow has no %s", missing);
+    int32_t lg = g->outputs[k].value;
+    const rlx_shape *ls = &g->values[lg].shape;
+    int64_t V = ls->ndim ? ls->dims[ls->ndim - 1] : 0;
+    char b[96];
+    if (g->values[ids].dtype != RLX_I32 || rlx_shape_numel(&g->values[ids].shape) != 1)
+        return rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "greedy decode on the device: input input_ids is %s %s, not one i32 id",
+                            rlx_dtype_name(g->values[ids].dtype), rlx_shape_str(&g->values[ids].shape, b, sizeof b));
+    if (V < 1 || rlx_shape_numel(ls) != V)
+        return rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "greedy decode on the device: output logits is %s, not one row",
+                            rlx_shape_str(ls, b, sizeof b));
+    rg_value *iv = &g->values[ids];
+    char *name = strdup("rlx.next_id");
+    if (!name) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    free(iv->name);
+    iv->name = name;
+    iv->kind = RG_STATE;
+
+    static const int64_t one3[3] = {1, 1, 1};
+    rlx_shape one = rg_shape(1, one3), s3 = rg_shape(3, one3), hs = rg_shape(3, (int64_t[]){ctx, 1, 1});
+    int32_t row = reshape(g, lg, 2, (int64_t[]){1, V});
+    int32_t nid = row < 0 ? -1 : add(g, "rlx.argmax", &row, 1, RLX_I32, &one, NULL, 0);
+    int32_t n3 = reshape(g, nid, 3, one3), cur = reshape(g, ids, 3, one3);
+    int32_t zero = rg_add_value(g, RG_CONST, RLX_I32, &one, NULL);
+    int32_t hist = rg_add_value(g, RG_STATE, RLX_I32, &hs, "rlx.generated");
+    if (n3 < 0 || cur < 0 || zero < 0 || hist < 0 || !(g->values[zero].data = calloc(1, sizeof(int32_t))))
+        return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    int32_t w1[3] = {cur, n3, zero}, w2[3] = {hist, n3, pos};
+    if (add(g, "rlx.cache_write", w1, 3, RLX_I32, &s3, NULL, 0) < 0 ||
+        add(g, "rlx.cache_write", w2, 3, RLX_I32, &hs, NULL, 0) < 0)
+        return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    return 0;
+}
