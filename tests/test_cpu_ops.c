@@ -731,6 +731,25 @@ START_TEST(test_argmax)
 }
 END_TEST
 
+/* add_scalar on i32 positions: an integer add */
+START_TEST(test_add_scalar_i32)
+{
+    int32_t x[4] = {0, 7, -3, 2147483646};
+    top o = {.op = "rlx.add_scalar", .n_in = 1, .n_out = 1, .n_attrs = 1};
+    o.in[0] = (tv){RLX_I32, shp(1, 4), x};
+    o.out[0] = (tv){RLX_I32, shp(1, 4), NULL};
+    rlx_attr a = RLX_ATTR_F("value", 1);
+    o.attrs[0] = a;
+    void *res[2] = {NULL, NULL};
+    rlx_diag d;
+    rlx_diag_init(&d);
+    ck_assert_msg(run_op(HND[0], &o, res, &d) == 0, "%s", d.msg);
+    const int32_t *y = res[0], want[4] = {1, 8, -2, 2147483647};
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(y[i], want[i]);
+    free(res[0]);
+}
+END_TEST
+
 static void ref_rms(const float *x, const float *w, int H, double eps, int add_one, double *y)
 {
     double ss = 0;
@@ -1717,6 +1736,7 @@ static Suite *suite(void)
     tcase_add_test(c, test_gated);
     tcase_add_test(c, test_softmax);
     tcase_add_test(c, test_argmax);
+    tcase_add_test(c, test_add_scalar_i32);
     tcase_add_test(c, test_rms_norm);
     tcase_add_test(c, test_add_rms_norm);
     tcase_add_test(c, test_layer_norm);

@@ -454,6 +454,14 @@ static void test_elementwise(gpu *g)
             if (ax.f[5 * AN + k] > ax.f[5 * AN + (int)ar[5]])
                 ar[5] = k;
         check(g, "argmax [6,128256]", "rlx.argmax", &ax, 1, &ay, 1, NULL, 0, 0, &ar, 1e-12);
+        /* add_scalar on i32 positions */
+        tens px = mk(RLX_I32, 1, 3, 0, 0), py = mk(RLX_I32, 1, 3, 0, 0);
+        px.i[0] = 0, px.i[1] = 41, px.i[2] = -5;
+        double pr[3] = {1, 42, -4}, *prp = pr;
+        rlx_attr one = RLX_ATTR_F("value", 1);
+        check(g, "add_scalar i32 [3]", "rlx.add_scalar", &px, 1, &py, 1, &one, 1, 0, &prp, 1e-12);
+        tfree(&px);
+        tfree(&py);
         free(ar);
         tfree(&ax);
         tfree(&ay);

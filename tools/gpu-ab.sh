@@ -40,7 +40,8 @@ bench() { # envs model-args...: one bf16 row, its prefill and decode tok/s; rc, 
   local e=$1; shift; local t0=$SECONDS o rc
   o=$(envrun "$e" timeout ${ABTO:-150} ./tools/rlx-bench "$@" --backend cuda ${ABARGS:---prefill 512 --decode 128 --reps 3} \
       --precision bf16 --json 2>&1); rc=$?
-  grep -o -e '"decode_tokens_per_s":[^,}]*' -e '"prefill_tokens_per_s":[^,}]*' -e 'error.*' <<<"$o" | tr '\n' ' '
+  grep -o -e '"decode_tokens_per_s":[^,}]*' -e '"prefill_tokens_per_s":[^,}]*' -e '"generate_tokens_per_s":[^,}]*' \
+      -e '"[a-z_]*_vs_copy_bandwidth":[^,}]*' -e 'error.*' <<<"$o" | tr '\n' ' '
   [ $rc = 0 ] || printf 'rc=%s after %ss: %s' $rc $((SECONDS - t0)) "$(tail -c 300 <<<"$o" | tr '\n' ' ')"; }
 if [[ ,$modes, == *,ab,* ]]; then
   for cfg in 1b 188m; do

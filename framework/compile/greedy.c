@@ -1,8 +1,10 @@
 /* Greedy decode on the device (rlx_session_generate): the decode program of a chain of
- * steps that needs no host round trip between them. Its input input_ids becomes the
+ * steps that needs nothing from the host between them. Its input input_ids becomes the
  * session state rlx.next_id, and the argmax of its logits is written back there (the
  * next step's token) and into the state rlx.generated [ctx, 1, 1] at row pos (the ids
- * the host reads back once, after the last step). The logits stay an output. */
+ * the host reads back once, after the last step). Its inputs pos and positions (one
+ * position each) become the states rlx.pos and rlx.positions, which the step's last
+ * nodes move on by one. The logits stay an output. */
 #include "compile/passes.h"
 #include "ir/ops.h"
 #include <stdlib.h>
@@ -29,6 +31,35 @@ static int32_t reshape(rg_graph *g, int32_t x, uint32_t ndim, const int64_t *dim
     rlx_attr a = RLX_ATTR_V("shape", dims, ndim);
     rlx_shape s = rg_shape(ndim, dims);
     return x < 0 ? -1 : add(g, "rlx.reshape", &x, 1, g->values[x].dtype, &s, &a, 1);
+}
+
+/* input name (one i32 position) -> state state, written with its value + 1 by the step's
+ * last node (schedule priority after every other: its readers all run before it) */
+static int own_position(rg_graph *g, const char *name, const char *state, rlx_diag *d)
+{
+    int32_t v = find_input(g, name);
+    if (v < 0) return 0;
+    char b[96];
+    if (g->values[v].dtype != RLX_I32 || rlx_shape_numel(&g->values[v].shape) != 1)
+        return rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "greedy decode on the device: input %s is %s %s, not one i32 position",
+                            name, rlx_dtype_name(g->values[v].dtype), rlx_shape_str(&g->values[v].shape, b, sizeof b));
+    char *nm = strdup(state);
+    if (!nm) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    free(g->values[v].name);
+    g->values[v].name = nm;
+    g->values[v].kind = RG_STATE;
+    static const int64_t one3[3] = {1, 1, 1};
+    rlx_shape s3 = rg_shape(3, one3), one = rg_shape(1, one3), vs = g->values[v].shape;
+    rlx_attr a = RLX_ATTR_F("value", 1);
+    int32_t next = add(g, "rlx.add_scalar", &v, 1, RLX_I32, &vs, &a, 1);
+    int32_t n3 = reshape(g, next, 3, one3), c3 = reshape(g, v, 3, one3);
+    int32_t zero = rg_add_value(g, RG_CONST, RLX_I32, &one, NULL);
+    if (n3 < 0 || c3 < 0 || zero < 0 || !(g->values[zero].data = calloc(1, sizeof(int32_t))))
+        return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    int32_t w[3] = {c3, n3, zero};
+    if (add(g, "rlx.cache_write", w, 3, RLX_I32, &s3, NULL, 0) < 0) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    g->nodes[g->n_nodes - 1].pos = UINT32_MAX;
+    return 0;
 }
 
 int rg_pass_greedy(rg_graph *g, int64_t ctx, rlx_diag *d)
@@ -69,5 +100,6 @@ int rg_pass_greedy(rg_graph *g, int64_t ctx, rlx_diag *d)
     if (add(g, "rlx.cache_write", w1, 3, RLX_I32, &s3, NULL, 0) < 0 ||
         add(g, "rlx.cache_write", w2, 3, RLX_I32, &hs, NULL, 0) < 0)
         return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
-    return 0;
+    int rc = own_position(g, "pos", "rlx.pos", d);
+    return rc ? rc : own_position(g, "positions", "rlx.positions", d);
 }

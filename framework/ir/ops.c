@@ -64,9 +64,18 @@ static int inf_unary_attr(const rg_graph *g, const rg_node *n, rlx_shape *o, int
 
 static int inf_scale(const rg_graph *g, const rg_node *n, rlx_shape *o, int *dt, char *e, size_t l)
 { return inf_unary_attr(g, n, o, dt, e, l, "scale"); }
+/* float x + value; i32 x (a position) + an integer value */
 static int inf_add_scalar(const rg_graph *g, const rg_node *n, rlx_shape *o, int *dt, char *e,
                           size_t l)
-{ return inf_unary_attr(g, n, o, dt, e, l, "value"); }
+{
+    if (DT(0) != RLX_I32) return inf_unary_attr(g, n, o, dt, e, l, "value");
+    double v = rg_attr_float(n, "value", 0.5);
+    if (need_attr(n, "value", e, l)) return -1;
+    if (v != floor(v) || fabs(v) > 2147483647.0) return bad(e, l, "value %g: an i32 x takes an integer value", v);
+    o[0] = *S(0);
+    dt[0] = RLX_I32;
+    return 0;
+}
 static int inf_softcap(const rg_graph *g, const rg_node *n, rlx_shape *o, int *dt, char *e, size_t l)
 { return inf_unary_attr(g, n, o, dt, e, l, "cap"); }
 

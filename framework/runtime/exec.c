@@ -195,14 +195,20 @@ int rg_exec_run_read(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, u
     return rc ? rc : out;
 }
 
+const rlx_value_desc *rg_exec_find_state(const rg_exec *e, const char *name)
+{
+    for (uint32_t i = 0; i < e->plan.n_values; i++)
+        if (e->plan.values[i].kind == RLX_VALUE_STATE && !strcmp(e->plan.values[i].name, name)) return &e->plan.values[i];
+    return NULL;
+}
+
 /* the session's bytes of state name (made by rg_states_ensure) */
 static int state_of(rg_exec *e, rg_states *st, const char *name, uint32_t *vi, rg_state **s, rlx_diag *d)
 {
     uint32_t i = rg_states_find(st, name, 0);
-    for (*vi = 0; *vi < e->plan.n_values; (*vi)++)
-        if (e->plan.values[*vi].kind == RLX_VALUE_STATE && !strcmp(e->plan.values[*vi].name, name)) break;
-    if (i == st->n || *vi == e->plan.n_values)
-        return rlx_diag_set(d, RLX_ERR_INTERNAL, "state %s: not in the program or the session", name);
+    const rlx_value_desc *vd = rg_exec_find_state(e, name);
+    if (i == st->n || !vd) return rlx_diag_set(d, RLX_ERR_INTERNAL, "state %s: not in the program or the session", name);
+    *vi = (uint32_t)(vd - e->plan.values);
     *s = &st->s[i];
     return 0;
 }

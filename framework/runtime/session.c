@@ -238,14 +238,13 @@ RLX_API int rlx_session_generate(rlx_session *s, int32_t id, int64_t n, int32_t 
     step_lock(s);
     int rc = rg_model_exec_v(s->m, RLX_PHASE_DECODE, 1, s->ctx, &v, &e, d);
     if (!rc) rc = rg_states_ensure(s->m, e, &s->st, d);
-    rg_io first = {"rlx.next_id", &id, "the id rlx_session_generate was given"};
-    if (!rc) rc = rg_exec_state_set(s->m, e, &s->st, &first, d);
-    /* each step reads the id the step before wrote: the host only queues the steps */
-    for (int64_t k = 0; k < n && !rc; k++) {
-        int32_t pos = (int32_t)(s->pos + k);
-        rg_io io[2] = {{"positions", &pos, "the session's token positions"}, {"pos", &pos, "the session's cache position"}};
-        rc = rg_exec_launch(s->m, e, &s->st, io, 2, d);
-    }
+    int32_t pos = (int32_t)s->pos;
+    rg_io first[3] = {{"rlx.next_id", &id, "the id rlx_session_generate was given"},
+                      {"rlx.pos", &pos, NULL}, {"rlx.positions", &pos, NULL}};
+    for (int i = 0; i < 3 && !rc; i++)
+        if (i == 0 || rg_exec_find_state(e, first[i].name)) rc = rg_exec_state_set(s->m, e, &s->st, &first[i], d);
+    /* each step reads the id and positions the step before wrote: the host only queues */
+    for (int64_t k = 0; k < n && !rc; k++) rc = rg_exec_launch(s->m, e, &s->st, NULL, 0, d);
     rc = rg_exec_finish(s->m, rc, d);
     if (!rc)
         rc = rg_exec_state_get(s->m, e, &s->st, "rlx.generated", (size_t)s->pos * sizeof *out, out,

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-enum { U_SCALE, U_ADD_SCALAR, U_SILU, U_GELU, U_GELU_TANH, U_TANH, U_SOFTCAP, U_RELU, U_SIN, U_COS };
+enum { U_ADD_I32 = -1, U_SCALE, U_ADD_SCALAR, U_SILU, U_GELU, U_GELU_TANH, U_TANH, U_SOFTCAP, U_RELU, U_SIN, U_COS };
 
 #define FLAT_CHUNK(n) cpu_chunk((n), 16384, 64, 64)
 #define PIECE 1024 /* elements widened at a time (16-bit operands): three rows of scratch */
@@ -145,8 +145,17 @@ int cpu_prep_unary(const cpu_compile_ctx *c, cpu_node *nd)
 {
     if (cpu_need(c, 1, 1, 1)) return RLX_ERR_INVALID;
     const rlx_value_desc *x = cpu_val(c, 0), *o = cpu_out(c, 0);
-    if (cpu_need_f32(c, x, "x") || cpu_need_f32(c, o, "the output")) return RLX_ERR_INVALID;
     nd->cols = cpu_numel(&x->shape);
+    if (x->dtype == RLX_I32 && o->dtype == RLX_I32 && !strcmp(c->node->op, "rlx.add_scalar")) { /* positions */
+        double v = 0;
+        if (!cpu_attr_find(c, "value")) return cpu_bad(c, "attribute value is missing");
+        if (cpu_attr_float(c, "value", 0.0, &v)) return RLX_ERR_INVALID;
+        if (cpu_numel(&o->shape) != nd->cols) return cpu_bad(c, "output must have x's %lld elements", (long long)nd->cols);
+        nd->flag = U_ADD_I32;
+        nd->start = (int64_t)v;
+        return 0;
+    }
+    if (cpu_need_f32(c, x, "x") || cpu_need_f32(c, o, "the output")) return RLX_ERR_INVALID;
     if (cpu_numel(&o->shape) != nd->cols) return cpu_bad(c, "output must have x's %lld elements",
                                                          (long long)nd->cols);
     const char *op = c->node->op + 4; /* after "rlx." */
@@ -234,6 +243,12 @@ static void unary_task(void *arg, int64_t t, int worker)
 
 int cpu_run_unary(const cpu_run *r)
 {
+    if (r->nd->flag == U_ADD_I32) { /* a few positions: no tasks */
+        const int32_t *x = r->vp[r->nd->in[0]];
+        int32_t *o = r->vp[r->nd->out[0]];
+        for (int64_t i = 0; i < r->nd->cols; i++) o[i] = (int32_t)((int64_t)x[i] + r->nd->start);
+        return 0;
+    }
     ew_job j = {r, CPU_F(r, 0), NULL, CPU_O(r, 0), r->nd->cols, 0};
     if (j.n == 0) return 0;
     j.chunk = FLAT_CHUNK(j.n);

@@ -269,7 +269,7 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
         int dt = vals[st->in[i]].dtype;
         st->dti[i] = dt;
         int want_i32 = (st->op == OP_EMBEDDING && i == 1) || (st->op == OP_ROPE && i == 1) ||
-                       (st->op == OP_CACHE_WRITE && i == 2);
+                       (st->op == OP_CACHE_WRITE && i == 2) || (st->op == OP_ADD_SCALAR && dt == RLX_I32);
         if (st->op == OP_ATTENTION && i >= 3) {
             if (dt != RLX_I32 && !is_flt(dt))
                 FAIL(RLX_ERR_UNSUPPORTED, "input %d has dtype %s, not i32 (pos) or a float mask", i,
@@ -285,7 +285,7 @@ static int step_build(const rlx_node_desc *nd, int idx, const rlx_value_desc *va
     for (int i = 0; i < n_out; i++) {
         int dt = vals[st->out[i]].dtype;
         st->dto[i] = dt;
-        if (st->op == OP_ARGMAX) {
+        if (st->op == OP_ARGMAX || (st->op == OP_ADD_SCALAR && st->dti[0] == RLX_I32)) {
             if (dt != RLX_I32)
                 FAIL(RLX_ERR_UNSUPPORTED, "output %d has dtype %s, not i32", i, dt_name(dt));
             continue;
@@ -674,6 +674,9 @@ static int gpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
         be->gemv_rows = be->gemv_rows < 1 ? 1 : be->gemv_rows > GPU_GEMV_MAX_M ? GPU_GEMV_MAX_M : be->gemv_rows;
         be->gemv_mma = !rlx_env_off("RLX_GPU_GEMV_MMA");
         be->defer_checks = !rlx_env_off("RLX_GPU_DEFER_CHECK");
+        const char *mk = getenv("RLX_GPU_ATTN_KEYS"); /* keys a decode attention block takes */
+        be->attn_keys = mk && *mk ? atoi(mk) : 0;
+        be->attn_keys = be->attn_keys < 8 ? 0 : be->attn_keys > 1024 ? 1024 : be->attn_keys;
         const char *nr = getenv("RLX_GPU_NORM_ROWS");
         be->norm_rows = nr && *nr ? atoi(nr) : 1;
         const char *g = getenv("RLX_GPU_GEMM");
@@ -706,9 +709,11 @@ static int gpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
     }
     GPU_TRY(gpuStreamCreateWithFlags(&be->stream, gpuStreamNonBlocking), "stream create");
     GPU_TRY(gpuMalloc((void **)&be->err_dev, 4 * sizeof(int)), "error word alloc");
+    GPU_TRY(gpuMemsetAsync(be->err_dev, 0, 4 * sizeof(int), be->stream), "error word zero"); /* cleared when read */
     GPU_TRY(gpuMalloc((void **)&be->sum_last, sizeof(unsigned)), "counter alloc");
     GPU_TRY(gpuMemsetAsync(be->sum_last, 0, sizeof(unsigned), be->stream), "counter zero");
     GPU_TRY(gpuHostAlloc((void **)&be->err_host, 4 * sizeof(int)), "pinned alloc");
+    memset(be->err_host, 0, 4 * sizeof(int));
     if (gpuHostAlloc((void **)&be->stage, GPU_STAGE_BYTES) != gpuSuccess) {
         be->stage = NULL; /* downloads go straight to pageable memory, slower */
         (void)gpuGetLastError();
@@ -1003,10 +1008,11 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
         }
         if (st->op == OP_ATTENTION || st->op == OP_ATTN_ROWS) {
             gpu_attn *a = &st->attn;
+            a->min_keys = be->attn_keys;
             if (st->op == OP_ATTENTION)
-                a->nsplit = gpu_attn_splits(a->T, a->S, a->nh, a->nkv, a->d, be->sms);
+                a->nsplit = gpu_attn_splits(a->T, a->S, a->nh, a->nkv, a->d, be->sms, a->min_keys);
             else
-                a->nsplit = be->rows_split ? gpu_attn_key_splits(a->T, a->S, a->nh, a->nkv, a->d, be->sms) : 0;
+                a->nsplit = be->rows_split ? gpu_attn_key_splits(a->T, a->S, a->nh, a->nkv, a->d, be->sms, a->min_keys) : 0;
             a->kgroups = be->fa_split ? gpu_attn_mma_groups(a->T, a->nh, be->sms) : 1;
             need = (size_t)gpu_attn_part_floats(a->T, a->nh, a->d, a->nsplit) * 4;
             if (a->nsplit > 0 && gpu_attn_counters(a->T, a->nh, a->nkv) > x->n_cnt)

@@ -238,6 +238,7 @@ typedef struct gpu_be {
     char *up_ring;
     size_t up_off;
     int defer_checks; /* RLX_GPU_DEFER_CHECK=0: read them in execute, as before */
+    int attn_keys;    /* RLX_GPU_ATTN_KEYS: keys a decode attention block takes (0: the kernel's) */
     struct gpu_prof *prof; /* RLX_GPU_PROFILE=1 */
 } gpu_be;
 

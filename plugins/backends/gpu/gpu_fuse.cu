@@ -504,15 +504,18 @@ int fuse_steps(gpu_exe *x, const rlx_program *prog)
     return 0;
 }
 
-/* Is value v's content fixed before a graph-replayed program starts: an input (uploaded
- * or bound before the graph launch, which waits for all earlier work), a weight or a
- * constant, that no step of the program writes? */
-static int fixed_at_start(const gpu_exe *x, const rlx_program *prog, int v)
+/* Is value v's content fixed before a graph-replayed program starts (the launch waits for
+ * all earlier work) and still so at step upto: an input (uploaded or bound before the
+ * launch), a weight or a constant that no step writes, or a session state that no step
+ * before upto writes (greedy generation's positions, moved on by the step's last nodes)? */
+static int fixed_at_start(const gpu_exe *x, const rlx_program *prog, int v, int upto)
 {
     int r = x->root[v];
     if (r < 0 || (uint32_t)r >= prog->n_values)
         return 0;
     int kind = prog->values[r].kind;
+    if (kind == RLX_VALUE_STATE)
+        return !made_in(x, 0, upto, v);
     return (kind == RLX_VALUE_INPUT || kind == RLX_VALUE_WEIGHT || kind == RLX_VALUE_CONST) &&
            !made_in(x, 0, (int)x->n_steps, v);
 }
@@ -530,13 +533,14 @@ void pre_steps(gpu_exe *x, const rlx_program *prog)
         gpu_step *st = &x->steps[i];
         st->pre = 0;
         /* inputs are bound before any launch reads them, with or without a graph */
-        st->wfix = (st->op == OP_MATMUL || st->op == OP_LINEAR_SWIGLU) && fixed_at_start(x, prog, st->in[1]) &&
-                   (st->op != OP_LINEAR_SWIGLU || fixed_at_start(x, prog, st->in[2]));
+        const int n = (int)x->n_steps, at = (int)i;
+        st->wfix = (st->op == OP_MATMUL || st->op == OP_LINEAR_SWIGLU) && fixed_at_start(x, prog, st->in[1], n) &&
+                   (st->op != OP_LINEAR_SWIGLU || fixed_at_start(x, prog, st->in[2], n));
         if (!x->graphs || !on)
             continue;
         if (st->op == OP_ROPE) {
-            st->pre = fixed_at_start(x, prog, st->in[1]) && fixed_at_start(x, prog, st->in[2]);
-        } else if (st->op == OP_ATTENTION && st->i1 >= 0 && fixed_at_start(x, prog, st->i1)) {
+            st->pre = fixed_at_start(x, prog, st->in[1], at) && fixed_at_start(x, prog, st->in[2], at);
+        } else if (st->op == OP_ATTENTION && st->i1 >= 0 && fixed_at_start(x, prog, st->i1, at)) {
             int ok = 1;
             for (uint32_t j = 0; j < i && ok; j++) {
                 const gpu_step *w = &x->steps[j];

@@ -27,6 +27,7 @@ enum gpu_binary_op { GB_ADD, GB_SUB, GB_MUL, GB_SWIGLU, GB_GEGLU_TANH };
 enum { GPU_ERR_NONE = 0, GPU_ERR_EMBED_ID = 1, GPU_ERR_CACHE_ROWS = 2, GPU_ERR_ROW_SLOT = 3 };
 
 void gpu_unary_t(gpuStream_t s, int op, gpu_ten x, gpu_ten y, int64_t n, float p);
+void gpu_add_i32(gpuStream_t s, const int32_t *x, int32_t *y, int64_t n, int32_t v); /* positions */
 /* b has nb elements and broadcasts over the leading dims of a (n % nb == 0) */
 void gpu_binary_t(gpuStream_t s, int op, gpu_ten a, gpu_ten b, gpu_ten y, int64_t n, int64_t nb);
 /* y[r, c] = x[r, c] + bias[c] (bias.p may be NULL), converted to y's dtype */
@@ -121,6 +122,7 @@ typedef struct gpu_attn {
     const int32_t *slots;
     int P, node;
     int *err;
+    int min_keys; /* decode: keys a block takes before a row splits over more (0: 32) */
 } gpu_attn;
 #define GPU_ATTN_MAX_D 512
 /* decode rows (T <= GPU_ATTN_DECODE_T) split the keys over up to nsplit blocks */
@@ -135,9 +137,9 @@ void gpu_attn_mma(gpuStream_t s, const gpu_attn *a);
 int gpu_attn_mma_groups(int T, int nh, int sms);
 /* splits for a decode attention of T rows over up to S keys (0: not the decode path);
  * floats of scratch it needs; counters it needs (zeroed once, kept zero by the kernel) */
-int gpu_attn_splits(int T, int S, int nh, int nkv, int d, int sms);
+int gpu_attn_splits(int T, int S, int nh, int nkv, int d, int sms, int min_keys);
 /* the same for T batched rows (any T): 0 when the head dim does not fit the decode kernel */
-int gpu_attn_key_splits(int T, int S, int nh, int nkv, int d, int sms);
+int gpu_attn_key_splits(int T, int S, int nh, int nkv, int d, int sms, int min_keys);
 int64_t gpu_attn_part_floats(int T, int nh, int d, int nsplit);
 int64_t gpu_attn_counters(int T, int nh, int nkv);
 

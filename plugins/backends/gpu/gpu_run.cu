@@ -371,8 +371,14 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
     case OP_GEGLU_TANH:
         gpu_binary_t(s, st->i0, TI(0), TI(1), TO(0), st->n, st->nb);
         break;
-    case OP_SCALE:
     case OP_ADD_SCALAR:
+        if (st->dti[0] == RLX_I32) { /* positions */
+            gpu_add_i32(s, (const int32_t *)a, (int32_t *)y, st->n, (int32_t)st->f0);
+            break;
+        }
+        gpu_unary_t(s, st->i0, TI(0), TO(0), st->n, st->f0);
+        break;
+    case OP_SCALE:
     case OP_SILU:
     case OP_GELU:
     case OP_GELU_TANH:
@@ -507,15 +513,10 @@ static void prof_shape(gpu_prof *pf, int ph, const gpu_step *st, float ms)
     pf->shp[ph][i].cnt++;
 }
 
+/* The error words are cleared when read (gpu_check_pending), not by each run: runs of one
+ * program chained without a read keep the first error (kernels set them once, from 0). */
 static int enqueue_all(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
 {
-    if (x->checks) {
-        gpuError_t e = gpuMemsetAsync(be->err_dev, 0, 4 * sizeof(int), be->stream);
-        if (e != gpuSuccess) {
-            set_diag(d, RLX_ERR_DEVICE, "execute: %s", gpuGetErrorString(e));
-            return RLX_ERR_DEVICE;
-        }
-    }
     gpu_prof *pf = be->prof;
     int count = pf && x->runs > 0;
     if (x->win) { /* the collectives' values in the symmetric window */
@@ -644,7 +645,9 @@ int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d)
     gpu_be *be = (gpu_be *)bep;
     gpu_exe *x = (gpu_exe *)exep;
     (void)gpuSetDevice(be->device); /* ranks of a tensor-parallel run share a thread at times */
-    int prc = gpu_check_pending(be, 0, d); /* this run overwrites the words an earlier one left */
+    /* this run's copy of the words overwrites what another program left; runs of the same
+     * program chain on (greedy generation queues its steps), their first error kept */
+    int prc = be->pending != x ? gpu_check_pending(be, 0, d) : 0;
     if (prc)
         return prc;
     for (uint32_t i = 0; x->coll && i < x->n_steps; i++) { /* gpu_tp.cu: outside any capture */
@@ -693,17 +696,26 @@ int gpu_check_pending(gpu_be *be, int idle, rlx_diag *d)
         (void)gpuGetLastError();
         return RLX_ERR_DEVICE;
     }
-    const int *w = be->err_host;
+    int *w = be->err_host;
     if (w[0] == GPU_ERR_NONE)
         return 0;
+    /* read: cleared for the runs after (queued behind everything before on the stream) */
+    e = gpuMemsetAsync(be->err_dev, 0, 4 * sizeof(int), be->stream);
+    if (e != gpuSuccess) {
+        set_diag(d, RLX_ERR_DEVICE, "execute: %s", gpuGetErrorString(e));
+        (void)gpuGetLastError();
+        return RLX_ERR_DEVICE;
+    }
+    int code = w[0];
+    w[0] = GPU_ERR_NONE;
     const gpu_step *st = NULL;
     for (uint32_t i = 0; i < x->n_steps; i++)
         if (x->steps[i].node == w[2])
             st = &x->steps[i];
-    if (w[0] == GPU_ERR_EMBED_ID)
+    if (code == GPU_ERR_EMBED_ID)
         set_diag(d, RLX_ERR_INVALID, "rlx.embedding (node %d): id %d outside [0, %lld)", w[2],
                  w[1], st ? (long long)st->nb : -1LL);
-    else if (w[0] == GPU_ERR_ROW_SLOT)
+    else if (code == GPU_ERR_ROW_SLOT)
         set_diag(d, RLX_ERR_INVALID, "%s (node %d): row %d: its slot or position is outside the %lld slots of %lld rows",
                  st && st->op == OP_ATTN_ROWS ? "rlx.attention_rows" : "rlx.cache_write_rows", w[2], w[1],
                  st ? (long long)st->nb : -1LL, st ? (long long)(st->op == OP_ATTN_ROWS ? st->attn.S : st->rows) : -1LL);

@@ -18,17 +18,18 @@
 static int dp_of(int d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256; }
 static int groups_of(int nh, int nkv) { return nkv * ((nh / nkv + AD_GH - 1) / AD_GH); }
 
-int gpu_attn_splits(int T, int S, int nh, int nkv, int d, int sms)
+int gpu_attn_splits(int T, int S, int nh, int nkv, int d, int sms, int min_keys)
 {
-    return T > GPU_ATTN_DECODE_T ? 0 : gpu_attn_key_splits(T, S, nh, nkv, d, sms);
+    return T > GPU_ATTN_DECODE_T ? 0 : gpu_attn_key_splits(T, S, nh, nkv, d, sms, min_keys);
 }
 
-int gpu_attn_key_splits(int T, int S, int nh, int nkv, int d, int sms)
+int gpu_attn_key_splits(int T, int S, int nh, int nkv, int d, int sms, int min_keys)
 {
+    const int mk = min_keys > 0 ? min_keys : AD_MIN_KEYS;
     /* a lane's dims are loaded as pairs: the head dim must split evenly over the lanes */
     if (T <= 0 || S <= 0 || d > 256 || d % (dp_of(d) / 32) != 0 || nkv <= 0 || nh % nkv != 0)
         return 0;
-    int n = (S + AD_MIN_KEYS - 1) / AD_MIN_KEYS, bl = groups_of(nh, nkv) * T;
+    int n = (S + mk - 1) / mk, bl = groups_of(nh, nkv) * T;
     int want = (2 * sms + bl - 1) / bl; /* about two blocks per SM at full length */
     if (n > want)
         n = want;
@@ -214,7 +215,8 @@ __global__ __launch_bounds__(AD_WARPS * 32) static void k_attn_gqa(gpu_attn a, u
     int64_t lo, hi;
     key_range(a, t, &lo, &hi);
     const int len = (int)(hi - lo); /* 32-bit: a 64-bit division is a long dependent chain */
-    int ns = (len + AD_MIN_KEYS - 1) / AD_MIN_KEYS; /* blocks this row needs */
+    const int mk = a.min_keys > 0 ? a.min_keys : AD_MIN_KEYS;
+    int ns = (len + mk - 1) / mk; /* blocks this row needs */
     ns = ns < 1 ? 1 : ns > a.nsplit ? a.nsplit : ns;
     if (sp >= ns)
         return;

@@ -58,6 +58,18 @@ __device__ static inline float binary_f(int op, float u, float v)
     }
 }
 
+__global__ static void k_add_i32(const int32_t *x, int32_t *y, int64_t n, int32_t v)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = x[i] + v;
+}
+
+void gpu_add_i32(gpuStream_t s, const int32_t *x, int32_t *y, int64_t n, int32_t v)
+{
+    RLX_LAUNCH(k_add_i32, (unsigned)((n + 255) / 256), 256, 0, s)(x, y, n, v);
+}
+
 __global__ static void k_binary(int op, gpu_ten a, gpu_ten b, gpu_ten y, int64_t n, int64_t nb)
 {
     GRID_STRIDE(i, n) stt(y, i, binary_f(op, ldt(a, i), ldt(b, nb == n ? i : i % nb)));
