@@ -674,6 +674,7 @@ static int gpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
         be->gemv_rows = be->gemv_rows < 1 ? 1 : be->gemv_rows > GPU_GEMV_MAX_M ? GPU_GEMV_MAX_M : be->gemv_rows;
         be->gemv_mma = !rlx_env_off("RLX_GPU_GEMV_MMA");
         be->defer_checks = !rlx_env_off("RLX_GPU_DEFER_CHECK");
+        be->err_at_sync = !rlx_env_off("RLX_GPU_ERR_AT_SYNC");
         const char *mk = getenv("RLX_GPU_ATTN_KEYS"); /* keys a decode attention block takes */
         be->attn_keys = mk && *mk ? atoi(mk) : 0;
         be->attn_keys = be->attn_keys < 8 ? 0 : be->attn_keys > 1024 ? 1024 : be->attn_keys;
@@ -862,9 +863,9 @@ static int gpu_download(void *bep, void *dst, const void *src, size_t bytes, rlx
     gpu_prof *pf = ((gpu_be *)bep)->prof;
     double t0 = pf ? now_ms() : 0;
     gpu_be *be = (gpu_be *)bep;
-    int rc = 0;
     (void)gpuSetDevice(be->device);
-    if (!be->stage)
+    int rc = gpu_queue_err_copy(be, d); /* a step's output: its error words ride the same wait */
+    if (!be->stage && !rc)
         rc = copy_sync(be, dst, src, bytes, gpuMemcpyDeviceToHost, "download", d);
     /* through pinned memory: a copy into pageable memory (fresh pages most of all) runs at
      * a fraction of the bus's rate */
@@ -886,6 +887,8 @@ static int gpu_sync(void *bep, rlx_diag *d)
 {
     gpu_be *be = (gpu_be *)bep;
     (void)gpuSetDevice(be->device);
+    if (gpu_queue_err_copy(be, d))
+        return RLX_ERR_DEVICE;
     gpuError_t e = gpuStreamSynchronize(be->stream);
     if (e != gpuSuccess) {
         set_diag(d, RLX_ERR_DEVICE, "sync: %s", gpuGetErrorString(e));

@@ -230,9 +230,12 @@ typedef struct gpu_be {
     unsigned *sum_last; /* zero between launches: a GEMV storing an add's sum in place counts its blocks */
     int *err_host; /* pinned copy */
     char *stage;   /* pinned staging for downloads (NULL: copy straight to the caller) */
-    /* a program whose error words are on their way to err_host, unread: the next sync or
-     * execute reads them (so a download right after a step waits once, for both) */
+    /* a program whose error words are unread: the next sync or execute reads them (so a
+     * download right after a step waits once, for both). err_queued: their copy to err_host
+     * is on the stream (queued by the run itself with RLX_GPU_ERR_AT_SYNC=0, else by the
+     * first download or sync after it: a chain of runs copies them once) */
     struct gpu_exe *pending;
+    int err_queued, err_at_sync;
     /* pinned bytes small uploads go through (a step's token id and positions): one async
      * copy each, no staging by the driver; reused from the start by gpu_sync */
     char *up_ring;
@@ -281,6 +284,8 @@ int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d);
 /* the error words of the last program run (be->pending), once it is done (idle: the caller
  * has just synchronized the stream): 0 or its error */
 int gpu_check_pending(gpu_be *be, int idle, rlx_diag *d);
+/* queues the pending program's error words' copy to err_host unless queued: 0 or a device error */
+int gpu_queue_err_copy(gpu_be *be, rlx_diag *d);
 
 /* gpu_fuse.cu: fusion matching at compile time, and the steps that may read early */
 /* rlx.add_rms_norm step st (built) becomes an add (st) and an rms_norm of its sum (st + 1) */

@@ -576,7 +576,7 @@ static int enqueue_all(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
                 prof_shape(pf, x->decode, st, ms);
         }
     }
-    if (x->checks) {
+    if (x->checks && !be->err_at_sync) {
         gpuError_t e = gpuMemcpyAsync(be->err_host, be->err_dev, 4 * sizeof(int),
                                       gpuMemcpyDeviceToHost, be->stream);
         if (e != gpuSuccess) {
@@ -681,7 +681,22 @@ int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d)
     /* ids and cache positions live on the device: their errors are known after the run,
      * read by the next sync (gpu_sync) unless checks are not deferred */
     be->pending = x;
+    be->err_queued = !be->err_at_sync;
     return be->defer_checks ? 0 : gpu_check_pending(be, 0, d);
+}
+
+int gpu_queue_err_copy(gpu_be *be, rlx_diag *d)
+{
+    if (!be->pending || be->err_queued)
+        return 0;
+    gpuError_t e = gpuMemcpyAsync(be->err_host, be->err_dev, 4 * sizeof(int), gpuMemcpyDeviceToHost, be->stream);
+    if (e != gpuSuccess) {
+        set_diag(d, RLX_ERR_DEVICE, "execute: %s", gpuGetErrorString(e));
+        (void)gpuGetLastError();
+        return RLX_ERR_DEVICE;
+    }
+    be->err_queued = 1;
+    return 0;
 }
 
 int gpu_check_pending(gpu_be *be, int idle, rlx_diag *d)
@@ -689,6 +704,11 @@ int gpu_check_pending(gpu_be *be, int idle, rlx_diag *d)
     gpu_exe *x = be->pending;
     if (!x)
         return 0;
+    if (!be->err_queued) { /* a caller that synchronized before queuing them: one more wait */
+        if (gpu_queue_err_copy(be, d))
+            return RLX_ERR_DEVICE;
+        idle = 0;
+    }
     be->pending = NULL;
     gpuError_t e = idle ? gpuSuccess : gpuStreamSynchronize(be->stream);
     if (e != gpuSuccess) {
