@@ -163,6 +163,9 @@ START_TEST(decode_depth_schedules)
         ck_assert_msg(json_integer_value(json_object_get(o, "decode_depth")) == ok[i].depth, "'%s': decode_depth %lld",
                       ok[i].args, (long long)json_integer_value(json_object_get(o, "decode_depth")));
         ck_assert_msg(json_number_value(json_object_get(o, "decode_tokens_per_s")) > 0, "'%s': no decode", ok[i].args);
+        /* the same tokens again from the same depth, generated greedily on the device */
+        ck_assert_msg(json_number_value(json_object_get(o, "generate_tokens_per_s")) > 0, "'%s': no generate (%s)",
+                      ok[i].args, json_string_value(json_object_get(o, "generate_unsupported")));
         json_decref(o);
     }
     const struct { const char *args, *err; } bad[] = {
