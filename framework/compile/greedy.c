@@ -2,9 +2,9 @@
  * steps that needs nothing from the host between them. Its input input_ids becomes the
  * session state rlx.next_id, and the argmax of its logits is written back there (the
  * next step's token) and into the state rlx.generated [ctx, 1, 1] at row pos (the ids
- * the host reads back once, after the last step). Its inputs pos and positions (one
- * position each) become the states rlx.pos and rlx.positions, which the step's last
- * nodes move on by one. The logits stay an output. */
+ * the host reads back once, after the last step). Its input pos (and positions, read as
+ * pos when it has pos's shape) becomes the state rlx.pos (and rlx.positions), which the
+ * step's last nodes move on by one. The logits stay an output. */
 #include "compile/passes.h"
 #include "ir/ops.h"
 #include <stdlib.h>
@@ -100,6 +100,15 @@ int rg_pass_greedy(rg_graph *g, int64_t ctx, rlx_diag *d)
     if (add(g, "rlx.cache_write", w1, 3, RLX_I32, &s3, NULL, 0) < 0 ||
         add(g, "rlx.cache_write", w2, 3, RLX_I32, &hs, NULL, 0) < 0)
         return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    /* one token a step: positions holds pos, so its readers read pos (one state to move on) */
+    int32_t q = find_input(g, "positions");
+    if (q >= 0 && g->values[q].dtype == RLX_I32 && rg_shape_eq(&g->values[q].shape, &g->values[pos].shape)) {
+        for (uint32_t i = 0; i < g->n_nodes; i++)
+            for (uint32_t j = 0; j < g->nodes[i].n_in; j++)
+                if (g->nodes[i].in[j] == q) g->nodes[i].in[j] = pos;
+        if (!(g->values[q].data = calloc(1, rg_value_bytes(g, q)))) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+        g->values[q].kind = RG_CONST; /* read by none: left out of the plan */
+    }
     int rc = own_position(g, "pos", "rlx.pos", d);
     return rc ? rc : own_position(g, "positions", "rlx.positions", d);
 }

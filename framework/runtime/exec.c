@@ -252,9 +252,9 @@ void rg_exec_dump(const rg_exec *e, FILE *out)
     const rg_plan *p = &e->plan;
     char slots[40] = ""; /* a batched decode: T sequences on a pool of this many cache slots */
     if (e->variant.batch > 0) snprintf(slots, sizeof slots, " slots=%lld", (long long)e->variant.batch);
-    fprintf(out, "graph %s T=%lld ctx=%lld%s%s: %u nodes (built %u, dce removed %u, folded %u, decomposed %u, casts %u)\n",
+    fprintf(out, "graph %s T=%lld ctx=%lld%s%s%s: %u nodes (built %u, dce removed %u, folded %u, decomposed %u, casts %u)\n",
             phases[e->phase], (long long)e->T, (long long)e->ctx, slots,
-            e->variant.last_row && e->T > 1 ? " last-row" : "",
+            e->variant.last_row && e->T > 1 ? " last-row" : "", e->variant.greedy ? " greedy" : "",
             p->n_nodes, e->stats.built_nodes,
             e->stats.dce_removed, e->stats.folded, e->stats.decomposed, e->stats.casts);
     /* bytes per dtype: what the precision pass chose */
