@@ -33,6 +33,31 @@ static int32_t reshape(rg_graph *g, int32_t x, uint32_t ndim, const int64_t *dim
     return x < 0 ? -1 : add(g, "rlx.reshape", &x, 1, g->values[x].dtype, &s, &a, 1);
 }
 
+static const int64_t one3[3] = {1, 1, 1};
+
+/* input v becomes the session state name */
+static int as_state(rg_graph *g, int32_t v, const char *name, rlx_diag *d)
+{
+    char *nm = strdup(name);
+    if (!nm) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    free(g->values[v].name);
+    g->values[v].name = nm;
+    g->values[v].kind = RG_STATE;
+    return 0;
+}
+
+/* state (one i32) <- x (one i32): a cache write of one row at row 0, appended last */
+static int set_one(rg_graph *g, int32_t state, int32_t x, rlx_diag *d)
+{
+    rlx_shape one = rg_shape(1, one3), s3 = rg_shape(3, one3);
+    int32_t x3 = reshape(g, x, 3, one3), c3 = reshape(g, state, 3, one3);
+    int32_t zero = rg_add_value(g, RG_CONST, RLX_I32, &one, NULL);
+    if (x3 < 0 || c3 < 0 || zero < 0 || !(g->values[zero].data = calloc(1, sizeof(int32_t))))
+        return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    int32_t w[3] = {c3, x3, zero};
+    return add(g, "rlx.cache_write", w, 3, RLX_I32, &s3, NULL, 0) < 0 ? rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory") : 0;
+}
+
 /* input name (one i32 position) -> state state, written with its value + 1 by the step's
  * last node (schedule priority after every other: its readers all run before it) */
 static int own_position(rg_graph *g, const char *name, const char *state, rlx_diag *d)
@@ -43,21 +68,12 @@ static int own_position(rg_graph *g, const char *name, const char *state, rlx_di
     if (g->values[v].dtype != RLX_I32 || rlx_shape_numel(&g->values[v].shape) != 1)
         return rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "greedy decode on the device: input %s is %s %s, not one i32 position",
                             name, rlx_dtype_name(g->values[v].dtype), rlx_shape_str(&g->values[v].shape, b, sizeof b));
-    char *nm = strdup(state);
-    if (!nm) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
-    free(g->values[v].name);
-    g->values[v].name = nm;
-    g->values[v].kind = RG_STATE;
-    static const int64_t one3[3] = {1, 1, 1};
-    rlx_shape s3 = rg_shape(3, one3), one = rg_shape(1, one3), vs = g->values[v].shape;
+    int rc = as_state(g, v, state, d);
+    if (rc) return rc;
+    rlx_shape vs = g->values[v].shape;
     rlx_attr a = RLX_ATTR_F("value", 1);
     int32_t next = add(g, "rlx.add_scalar", &v, 1, RLX_I32, &vs, &a, 1);
-    int32_t n3 = reshape(g, next, 3, one3), c3 = reshape(g, v, 3, one3);
-    int32_t zero = rg_add_value(g, RG_CONST, RLX_I32, &one, NULL);
-    if (n3 < 0 || c3 < 0 || zero < 0 || !(g->values[zero].data = calloc(1, sizeof(int32_t))))
-        return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
-    int32_t w[3] = {c3, n3, zero};
-    if (add(g, "rlx.cache_write", w, 3, RLX_I32, &s3, NULL, 0) < 0) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    if ((rc = set_one(g, v, next, d))) return rc;
     g->nodes[g->n_nodes - 1].pos = UINT32_MAX;
     return 0;
 }
@@ -80,26 +96,17 @@ int rg_pass_greedy(rg_graph *g, int64_t ctx, rlx_diag *d)
     if (V < 1 || rlx_shape_numel(ls) != V)
         return rlx_diag_set(d, RLX_ERR_UNSUPPORTED, "greedy decode on the device: output logits is %s, not one row",
                             rlx_shape_str(ls, b, sizeof b));
-    rg_value *iv = &g->values[ids];
-    char *name = strdup("rlx.next_id");
-    if (!name) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
-    free(iv->name);
-    iv->name = name;
-    iv->kind = RG_STATE;
-
-    static const int64_t one3[3] = {1, 1, 1};
-    rlx_shape one = rg_shape(1, one3), s3 = rg_shape(3, one3), hs = rg_shape(3, (int64_t[]){ctx, 1, 1});
+    int rc = as_state(g, ids, "rlx.next_id", d);
+    if (rc) return rc;
+    rlx_shape one = rg_shape(1, one3), hs = rg_shape(3, (int64_t[]){ctx, 1, 1});
     int32_t row = reshape(g, lg, 2, (int64_t[]){1, V});
     int32_t nid = row < 0 ? -1 : add(g, "rlx.argmax", &row, 1, RLX_I32, &one, NULL, 0);
-    int32_t n3 = reshape(g, nid, 3, one3), cur = reshape(g, ids, 3, one3);
-    int32_t zero = rg_add_value(g, RG_CONST, RLX_I32, &one, NULL);
+    int32_t n3 = reshape(g, nid, 3, one3);
     int32_t hist = rg_add_value(g, RG_STATE, RLX_I32, &hs, "rlx.generated");
-    if (n3 < 0 || cur < 0 || zero < 0 || hist < 0 || !(g->values[zero].data = calloc(1, sizeof(int32_t))))
+    int32_t w[3] = {hist, n3, pos};
+    if (n3 < 0 || hist < 0 || add(g, "rlx.cache_write", w, 3, RLX_I32, &hs, NULL, 0) < 0)
         return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
-    int32_t w1[3] = {cur, n3, zero}, w2[3] = {hist, n3, pos};
-    if (add(g, "rlx.cache_write", w1, 3, RLX_I32, &s3, NULL, 0) < 0 ||
-        add(g, "rlx.cache_write", w2, 3, RLX_I32, &hs, NULL, 0) < 0)
-        return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    if ((rc = set_one(g, ids, nid, d))) return rc;
     /* one token a step: positions holds pos, so its readers read pos (one state to move on) */
     int32_t q = find_input(g, "positions");
     if (q >= 0 && g->values[q].dtype == RLX_I32 && rg_shape_eq(&g->values[q].shape, &g->values[pos].shape)) {
@@ -109,6 +116,6 @@ int rg_pass_greedy(rg_graph *g, int64_t ctx, rlx_diag *d)
         if (!(g->values[q].data = calloc(1, rg_value_bytes(g, q)))) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
         g->values[q].kind = RG_CONST; /* read by none: left out of the plan */
     }
-    int rc = own_position(g, "pos", "rlx.pos", d);
-    return rc ? rc : own_position(g, "positions", "rlx.positions", d);
+    if ((rc = own_position(g, "pos", "rlx.pos", d))) return rc;
+    return own_position(g, "positions", "rlx.positions", d);
 }

@@ -69,8 +69,8 @@ static int inf_add_scalar(const rg_graph *g, const rg_node *n, rlx_shape *o, int
                           size_t l)
 {
     if (DT(0) != RLX_I32) return inf_unary_attr(g, n, o, dt, e, l, "value");
-    double v = rg_attr_float(n, "value", 0.5);
     if (need_attr(n, "value", e, l)) return -1;
+    double v = rg_attr_float(n, "value", 0);
     if (v != floor(v) || fabs(v) > 2147483647.0) return bad(e, l, "value %g: an i32 x takes an integer value", v);
     o[0] = *S(0);
     dt[0] = RLX_I32;

@@ -105,14 +105,23 @@ void rg_states_free(rlx_model *m, rg_states *st)
     st->n = 0;
 }
 
-const rlx_value_desc *rg_exec_find_io(const rg_exec *e, const char *name, int output)
+static const rlx_value_desc *find_value(const rg_exec *e, const char *name, int kind)
 {
-    int kind = output ? RLX_VALUE_OUTPUT : RLX_VALUE_INPUT;
     for (uint32_t i = 0; i < e->plan.n_values; i++) {
         const rlx_value_desc *vd = &e->plan.values[i];
         if (vd->kind == kind && vd->name && !strcmp(vd->name, name)) return vd;
     }
     return NULL;
+}
+
+const rlx_value_desc *rg_exec_find_io(const rg_exec *e, const char *name, int output)
+{
+    return find_value(e, name, output ? RLX_VALUE_OUTPUT : RLX_VALUE_INPUT);
+}
+
+const rlx_value_desc *rg_exec_find_state(const rg_exec *e, const char *name)
+{
+    return find_value(e, name, RLX_VALUE_STATE);
 }
 
 /* An I32 input that an embedding reads as its ids is checked against the table's rows
@@ -193,13 +202,6 @@ int rg_exec_run_read(rlx_model *m, rg_exec *e, rg_states *st, const rg_io *in, u
     int out = rc || !dst ? 0 : rg_exec_output(m, e, name, dst, d);
     rc = rg_exec_finish(m, rc, d); /* the step's own errors first: they explain a bad output */
     return rc ? rc : out;
-}
-
-const rlx_value_desc *rg_exec_find_state(const rg_exec *e, const char *name)
-{
-    for (uint32_t i = 0; i < e->plan.n_values; i++)
-        if (e->plan.values[i].kind == RLX_VALUE_STATE && !strcmp(e->plan.values[i].name, name)) return &e->plan.values[i];
-    return NULL;
 }
 
 /* the session's bytes of state name (made by rg_states_ensure) */

@@ -164,8 +164,9 @@ int rg_exec_state_get(rlx_model *m, rg_exec *e, rg_states *st, const char *name,
                       rlx_diag *d);
 /* host copy of output name (numel * dtype bytes) */
 int rg_exec_output(rlx_model *m, rg_exec *e, const char *name, void *dst, rlx_diag *d);
+/* the program's input / output / state value of that name; NULL: none */
 const rlx_value_desc *rg_exec_find_io(const rg_exec *e, const char *name, int output);
-const rlx_value_desc *rg_exec_find_state(const rg_exec *e, const char *name); /* NULL: none */
+const rlx_value_desc *rg_exec_find_state(const rg_exec *e, const char *name);
 void rg_states_free(rlx_model *m, rg_states *st);
 /* the index of state name, or st->n; tried at from first (a program's states come in the
  * order they were made, so a walk over its values passing the last index + 1 finds each at

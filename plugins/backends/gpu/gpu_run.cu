@@ -513,6 +513,21 @@ static void prof_shape(gpu_prof *pf, int ph, const gpu_step *st, float ms)
     pf->shp[ph][i].cnt++;
 }
 
+/* a stream call of the error words' bookkeeping failed: its message, the error cleared */
+static int exec_fail(gpuError_t e, rlx_diag *d)
+{
+    set_diag(d, RLX_ERR_DEVICE, "execute: %s", gpuGetErrorString(e));
+    (void)gpuGetLastError();
+    return RLX_ERR_DEVICE;
+}
+
+/* the error words' copy to err_host, queued on the stream */
+static int copy_err_words(gpu_be *be, rlx_diag *d)
+{
+    gpuError_t e = gpuMemcpyAsync(be->err_host, be->err_dev, 4 * sizeof(int), gpuMemcpyDeviceToHost, be->stream);
+    return e == gpuSuccess ? 0 : exec_fail(e, d);
+}
+
 /* The error words are cleared when read (gpu_check_pending), not by each run: runs of one
  * program chained without a read keep the first error (kernels set them once, from 0). */
 static int enqueue_all(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
@@ -576,15 +591,7 @@ static int enqueue_all(gpu_be *be, gpu_exe *x, void *const *vp, rlx_diag *d)
                 prof_shape(pf, x->decode, st, ms);
         }
     }
-    if (x->checks && !be->err_at_sync) {
-        gpuError_t e = gpuMemcpyAsync(be->err_host, be->err_dev, 4 * sizeof(int),
-                                      gpuMemcpyDeviceToHost, be->stream);
-        if (e != gpuSuccess) {
-            set_diag(d, RLX_ERR_DEVICE, "execute: %s", gpuGetErrorString(e));
-            return RLX_ERR_DEVICE;
-        }
-    }
-    return 0;
+    return x->checks && !be->err_at_sync ? copy_err_words(be, d) : 0;
 }
 
 /* Captures the launches once per set of value addresses; replays while they stay. */
@@ -689,14 +696,9 @@ int gpu_queue_err_copy(gpu_be *be, rlx_diag *d)
 {
     if (!be->pending || be->err_queued)
         return 0;
-    gpuError_t e = gpuMemcpyAsync(be->err_host, be->err_dev, 4 * sizeof(int), gpuMemcpyDeviceToHost, be->stream);
-    if (e != gpuSuccess) {
-        set_diag(d, RLX_ERR_DEVICE, "execute: %s", gpuGetErrorString(e));
-        (void)gpuGetLastError();
-        return RLX_ERR_DEVICE;
-    }
-    be->err_queued = 1;
-    return 0;
+    int rc = copy_err_words(be, d);
+    be->err_queued = !rc;
+    return rc;
 }
 
 int gpu_check_pending(gpu_be *be, int idle, rlx_diag *d)
@@ -711,21 +713,14 @@ int gpu_check_pending(gpu_be *be, int idle, rlx_diag *d)
     }
     be->pending = NULL;
     gpuError_t e = idle ? gpuSuccess : gpuStreamSynchronize(be->stream);
-    if (e != gpuSuccess) {
-        set_diag(d, RLX_ERR_DEVICE, "execute: %s", gpuGetErrorString(e));
-        (void)gpuGetLastError();
-        return RLX_ERR_DEVICE;
-    }
+    if (e != gpuSuccess)
+        return exec_fail(e, d);
     int *w = be->err_host;
     if (w[0] == GPU_ERR_NONE)
         return 0;
     /* read: cleared for the runs after (queued behind everything before on the stream) */
-    e = gpuMemsetAsync(be->err_dev, 0, 4 * sizeof(int), be->stream);
-    if (e != gpuSuccess) {
-        set_diag(d, RLX_ERR_DEVICE, "execute: %s", gpuGetErrorString(e));
-        (void)gpuGetLastError();
-        return RLX_ERR_DEVICE;
-    }
+    if ((e = gpuMemsetAsync(be->err_dev, 0, 4 * sizeof(int), be->stream)) != gpuSuccess)
+        return exec_fail(e, d);
     int code = w[0];
     w[0] = GPU_ERR_NONE;
     const gpu_step *st = NULL;
