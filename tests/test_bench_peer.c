@@ -203,7 +203,7 @@ static int near(double a, double b) { return a == b || (a - b) * (a - b) <= 1e-1
 START_TEST(devices_json_figures)
 {
     static const char *const keys[] = {"prefill_tokens_per_s", "decode_tokens_per_s", "prefill_gflops",
-                                       "decode_gb_per_s", "threads", "backend", "reps"};
+                                       "decode_gb_per_s", "threads", "backend", "reps", "generate_tokens_per_s"};
     json_t *one = bench_json("--backend cpu"), *two = bench_json("--backend cpu --devices 0,1"),
            *four = bench_json("--backend cpu --devices 0,1,2,3");
     /* llama32-tiny, f32: 3 layers, hidden 64, intermediate 160, vocab 512 (tied), 4 q and
@@ -222,8 +222,8 @@ START_TEST(devices_json_figures)
         ck_assert_int_eq(json_integer_value(json_object_get(o, "reps")), 1);
         double p = num(o, "prefill_tokens_per_s", name[k]), g = num(o, "prefill_gflops", name[k]);
         double dt = num(o, "decode_tokens_per_s", name[k]), gb = num(o, "decode_gb_per_s", name[k]);
-        double flops = num(o, "prefill_flops", name[k]);
-        ck_assert_msg(p > 0 && g > 0 && dt > 0 && gb > 0 && flops > 0, "%s: %g tok/s %g GFLOP/s, %g tok/s %g GB/s",
+        double flops = num(o, "prefill_flops", name[k]), gen = num(o, "generate_tokens_per_s", name[k]);
+        ck_assert_msg(p > 0 && g > 0 && dt > 0 && gb > 0 && flops > 0 && gen > 0, "%s: %g tok/s %g GFLOP/s, %g tok/s %g GB/s",
                       name[k], p, g, dt, gb);
         /* GFLOP/s: the prefill's FLOPs over its time; GB/s: a token's bytes at decode's rate */
         ck_assert_msg(near(g, flops * p / T / 1e9), "%s: %.17g GFLOP/s, %.17g FLOP at %.17g tok/s", name[k], g,

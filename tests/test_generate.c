@@ -39,8 +39,10 @@ START_TEST(generate_matches_host_argmax)
     rlx_diag_init(&d);
     int64_t V = rlx_model_get_config(m)->vocab_size;
     float *lg = malloc((size_t)V * sizeof *lg), *lg2 = malloc((size_t)V * sizeof *lg2);
+    float *lgen = malloc((size_t)V * sizeof *lgen);
     ck_assert_ptr_nonnull(lg);
     ck_assert_ptr_nonnull(lg2);
+    ck_assert_ptr_nonnull(lgen);
     int32_t prompt[5] = {1, (int32_t)(7 % V), (int32_t)(31 % V), (int32_t)(5 % V), (int32_t)(19 % V)};
     rlx_session *ref, *gen, *chunk;
     ck_assert_int_eq(rlx_session_new(m, 64, &ref, &d), 0);
@@ -56,12 +58,16 @@ START_TEST(generate_matches_host_argmax)
         ck_assert_msg(rlx_session_decode(ref, want[k], lg, &d) == 0, "%s: %s", name, d.msg);
         want[k + 1] = host_argmax(lg, V);
     }
-    ck_assert_msg(rlx_session_generate(gen, want[0], N, got, &d) == 0, "%s: %s", name, d.msg);
+    ck_assert_msg(rlx_session_generate(gen, want[0], N, got, lgen, &d) == 0, "%s: %s", name, d.msg);
     for (int k = 0; k < N; k++) ck_assert_msg(got[k] == want[k + 1], "%s: token %d: %d, the host loop's %d", name, k, got[k], want[k + 1]);
     ck_assert_int_eq(rlx_session_pos(gen), 5 + N);
+    /* the logits the last id was picked from: the loop's last step's */
+    double el = tu_rel_l2(lgen, lg, (size_t)V);
+    ck_assert_msg(el < TOL, "%s: generate's last logits: rel L2 %g", name, el);
+    ck_assert_int_eq(host_argmax(lgen, V), got[N - 1]);
     /* in two chunks, the second fed the first's last id */
-    ck_assert_msg(rlx_session_generate(chunk, want[0], 5, got2, &d) == 0, "%s: %s", name, d.msg);
-    ck_assert_msg(rlx_session_generate(chunk, got2[4], N - 5, got2 + 5, &d) == 0, "%s: %s", name, d.msg);
+    ck_assert_msg(rlx_session_generate(chunk, want[0], 5, got2, NULL, &d) == 0, "%s: %s", name, d.msg);
+    ck_assert_msg(rlx_session_generate(chunk, got2[4], N - 5, got2 + 5, NULL, &d) == 0, "%s: %s", name, d.msg);
     for (int k = 0; k < N; k++) ck_assert_msg(got2[k] == want[k + 1], "%s: chunked token %d: %d, not %d", name, k, got2[k], want[k + 1]);
     /* the cache holds what the loop's holds: the next decode's logits agree */
     ck_assert_msg(rlx_session_decode(ref, want[N], lg, &d) == 0, "%s: %s", name, d.msg);
@@ -73,6 +79,7 @@ START_TEST(generate_matches_host_argmax)
     rlx_session_free(chunk);
     free(lg);
     free(lg2);
+    free(lgen);
     rlx_model_close(m);
 }
 END_TEST
@@ -87,21 +94,21 @@ START_TEST(generate_errors)
     int32_t out[8], one = 3;
     ck_assert_int_eq(rlx_session_new(m, 8, &s, &d), 0);
     ck_assert_int_eq(rlx_session_prefill(s, &one, 1, NULL, NULL, &d), 0);
-    ck_assert_int_eq(rlx_session_generate(s, 3, 8, out, &d), RLX_ERR_INVALID);
+    ck_assert_int_eq(rlx_session_generate(s, 3, 8, out, NULL, &d), RLX_ERR_INVALID);
     ck_assert_str_eq(d.msg, "session: 8 tokens at position 1 exceed the context length 8");
     rlx_diag_init(&d);
-    ck_assert_int_eq(rlx_session_generate(s, 3, 0, out, &d), RLX_ERR_INVALID);
+    ck_assert_int_eq(rlx_session_generate(s, 3, 0, out, NULL, &d), RLX_ERR_INVALID);
     ck_assert_str_eq(d.msg, "rlx_session_generate: n < 1");
     rlx_diag_init(&d);
-    ck_assert_int_eq(rlx_session_generate(s, 3, 2, NULL, &d), RLX_ERR_INVALID);
+    ck_assert_int_eq(rlx_session_generate(s, 3, 2, NULL, NULL, &d), RLX_ERR_INVALID);
     ck_assert_str_eq(d.msg, "rlx_session_generate: out is NULL");
     rlx_diag_init(&d);
-    ck_assert_int_eq(rlx_session_generate(s, 512, 2, out, &d), RLX_ERR_INVALID);
+    ck_assert_int_eq(rlx_session_generate(s, 512, 2, out, NULL, &d), RLX_ERR_INVALID);
     ck_assert_str_eq(d.msg, "input tensor \"rlx.next_id\" (the id rlx_session_generate was given): 512 at position 0 "
                             "is outside [0, 512), the rows of model.embed_tokens.weight");
     ck_assert_int_eq(rlx_session_pos(s), 1); /* nothing ran */
     rlx_diag_init(&d);
-    ck_assert_msg(rlx_session_generate(s, 3, 7, out, &d) == 0, "%s", d.msg); /* fills the context exactly */
+    ck_assert_msg(rlx_session_generate(s, 3, 7, out, NULL, &d) == 0, "%s", d.msg); /* fills the context exactly */
     ck_assert_int_eq(rlx_session_pos(s), 8);
     for (int k = 0; k < 7; k++) ck_assert(out[k] >= 0 && out[k] < 512);
     rlx_session_free(s);

@@ -1,8 +1,8 @@
 /* Tensor parallelism on the CPU backend: the partition pass splits llama32-tiny and
  * qwen3-tiny over 2 ranks (and llama32-tiny over 4, replicating its 2 kv heads), the
  * ranks run as threads with the CPU all-reduce, and the logits equal the unsplit model's
- * (rel L2 < 1e-5) and Hugging Face's (< 1e-4), in a forward and in a session's prefill
- * and decode steps; head counts that do not divide fail naming the count; --devices. */
+ * (rel L2 < 1e-5) and Hugging Face's (< 1e-4), in a forward and in a session's prefill,
+ * decode and greedy generate steps; head counts that do not divide fail naming the count; --devices. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,6 +157,26 @@ START_TEST(test_session_two_ranks)
         ck_assert_msg(rlx_session_decode(s, next, a, &d) == 0, "%s", d.msg);
         ck_assert_msg(rlx_tp_session_decode(ts, next, b, &d) == 0, "%s", d.msg);
     }
+    /* greedy steps chained on each rank pick the unsplit session's ids */
+    int32_t first = 0, ga[6], gb[6];
+    for (int64_t k = 1; k < V; k++)
+        if (a[k] > a[first]) first = (int32_t)k;
+    ck_assert_msg(rlx_session_generate(s, first, 6, ga, a, &d) == 0, "%s", d.msg);
+    ck_assert_msg(rlx_tp_session_generate(ts, first, 6, gb, b, &d) == 0, "%s", d.msg);
+    for (int k = 0; k < 6; k++) ck_assert_msg(gb[k] == ga[k], "%s generated token %d: %d, unsplit %d", model, k, gb[k], ga[k]);
+    double eg = tu_rel_l2(b, a, (size_t)V);
+    ck_assert_msg(eg < 1e-5, "%s: generate's last logits: rel L2 %.3g against the unsplit session", model, eg);
+    /* back to before the chain on every rank: the next decode is the first chained step's */
+    ck_assert_msg(rlx_tp_session_rewind(ts, (int64_t)t + 5, &d) == 0, "%s", d.msg);
+    ck_assert_msg(rlx_tp_session_decode(ts, first, b, &d) == 0, "%s", d.msg);
+    int32_t again = 0;
+    for (int64_t k = 1; k < V; k++)
+        if (b[k] > b[again]) again = (int32_t)k;
+    ck_assert_int_eq(again, ga[0]);
+    ck_assert_int_eq(rlx_tp_session_rewind(ts, 1000, &d), RLX_ERR_INVALID);
+    char want[96];
+    snprintf(want, sizeof want, "rlx_session_rewind: position 1000 outside 0..%lld", (long long)t + 6);
+    ck_assert_str_eq(d.msg, want);
     free(a);
     free(b);
     rlx_tp_session_free(ts);

@@ -1,8 +1,8 @@
 /* Tensor parallelism on two GPUs (tools/gpu-check.sh, RLX_TEST_BACKEND=cuda or rocm):
  * every causal-LM fixture with an arch plugin split over --devices 0,1 (NCCL / RCCL
  * collectives, graphs capturing the decode step) against the same model on GPU 0 alone.
- * f32: the prefill's logits of every row and 5 greedy decode steps within 1e-5 relative
- * L2. bf16: 10 decode steps teacher-forced along GPU 0's greedy ids pick the same ids.
+ * f32: the prefill's logits of every row, 5 greedy decode steps and 6 greedy steps chained
+ * on the device (rlx_tp_session_generate: the same ids) within 1e-5 relative L2. bf16: 10 decode steps teacher-forced along GPU 0's greedy ids pick the same ids.
  * The profile's backend.cuda.devices picks the ranks' devices; a rank whose peer never
  * comes fails in bounded time (RLX_TP_TIMEOUT_S) instead of hanging in NCCL.
  * Exits 77 (skipped) where the backend finds fewer than 2 devices. */
@@ -99,7 +99,16 @@ START_TEST(test_f32)
         worst = e > worst ? e : worst;
         ck_assert_msg(e < 1e-5, "%s f32 decode step %d: rel L2 %.3g between 2 GPUs and 1", model, step, e);
     }
-    printf(", worst with 5 decode steps %.3g\n", worst);
+    /* greedy steps chained on the device, on each GPU: GPU 0's ids and last logits */
+    int32_t ga[6], gb[6], first = argmax(la, p.V);
+    ck_assert_msg(rlx_session_generate(p.s, first, 6, ga, la, &d) == 0, "%s: %s", model, d.msg);
+    ck_assert_msg(rlx_tp_session_generate(p.ts, first, 6, gb, lb, &d) == 0, "%s: %s", model, d.msg);
+    for (int k = 0; k < 6; k++)
+        ck_assert_msg(gb[k] == ga[k], "%s f32 generated token %d: 2 GPUs %d, GPU 0 %d", model, k, gb[k], ga[k]);
+    e = tu_rel_l2(lb, la, (size_t)p.V);
+    worst = e > worst ? e : worst;
+    ck_assert_msg(e < 1e-5, "%s f32 generate: last logits rel L2 %.3g between 2 GPUs and 1", model, e);
+    printf(", worst with 5 decode and 6 generated steps %.3g\n", worst);
     free(a);
     free(b);
     free(la);

@@ -157,7 +157,10 @@ try:
     a, b = (json.loads([l for l in open(f) if l.startswith("{")][-1]) for f in sys.argv[1:3])
 except Exception as e:
     print("tp-speed                           FAIL (no result: %s)" % e); sys.exit()
-for key, want in (("decode_tokens_per_s", 1.6), ("prefill_tokens_per_s", 1.7)):
+for key, want in (("decode_tokens_per_s", 1.6), ("prefill_tokens_per_s", 1.7), ("generate_tokens_per_s", 1.6)):
+    if key not in a or key not in b:
+        print("%-34s FAIL (no %s: %s)" % ("tp-speed " + key.split("_")[0], key, b.get("generate_unsupported", "?")))
+        continue
     x = b[key] / a[key] if a[key] else 0
     print("%-34s %s %.2fx (%.1f -> %.1f tok/s, want >= %.1fx)" % ("tp-speed " + key.split("_")[0],
           "PASS" if x >= want else "FAIL", x, a[key], b[key], want))

@@ -42,8 +42,9 @@ static const char help[] =
     "  --backend NAME       cpu, cuda, rocm or auto\n"
     "  --threads N          CPU worker threads (0: one per physical core)\n"
     "  --devices 0,1        GPUs of a tensor-parallel run, one rank each (docs/multi-gpu.md): prints\n"
-    "                       tok/s, GFLOP/s and GB/s over all ranks and each rank's bytes (JSON adds\n"
-    "                       \"devices\", \"device_bytes\"); batch 1\n"
+    "                       tok/s, GFLOP/s and GB/s over all ranks, the decode's tokens generated\n"
+    "                       again greedy on the device, and each rank's bytes (JSON adds \"devices\",\n"
+    "                       \"device_bytes\", \"generate_tokens_per_s\"); batch 1\n"
     "  --profile NAME|FILE  compile profile\n"
     "  --policy direct|fusable fusion policy\n"
     "  --precision f32|f16|bf16 compute dtype, overriding the profile's precision.compute\n"
@@ -386,7 +387,7 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
             rlx_diag_init(&gd);
             double g0 = run_now_ms();
             int gr = rlx_session_rewind(s[0], D, &gd);
-            if (!gr) gr = rlx_session_generate(s[0], ids[0], N, gen_ids, &gd);
+            if (!gr) gr = rlx_session_generate(s[0], ids[0], N, gen_ids, NULL, &gd);
             if (r >= 0) gen[r] = run_now_ms() - g0;
             if (gr == RLX_ERR_UNSUPPORTED) {
                 gen_on = 0;

@@ -1,6 +1,7 @@
 /* rlx-run generate: prompt -> prefill -> sampled decode steps over the KV cache, text
  * streamed as it is produced (or one JSON object), optional logits dump. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,6 +250,35 @@ static const char *ranks_note(const rlx_tp *t)
     return buf;
 }
 
+/* Greedy picks with no repetition penalty and no per-step logits asked for: the steps
+ * chain on the device (rlx_tp_session_generate), in chunks that double, up to CHAIN_MAX,
+ * while one takes under CHAIN_MS, so text still streams often where a step is slow.
+ * RLX_RUN_HOST_STEPS=1: every step through the host (the sampler's loop). */
+#define CHAIN_MS 50.0
+#define CHAIN_MAX 64
+static int chained(const gen_args *a, const rlx_sampler_params *sp)
+{
+    const char *e = getenv("RLX_RUN_HOST_STEPS");
+    double pen = sp->repetition_penalty;
+    return sp->greedy && (!(pen > 0) || pen == 1.0) && !a->logits_out && !(e && !strcmp(e, "1"));
+}
+
+static int all_finite(const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return 0;
+    return 1;
+}
+
+/* ", greedy steps chained on the device (chunks of up to K)" after the summary */
+static const char *chain_note(int64_t widest)
+{
+    static char buf[80];
+    buf[0] = 0;
+    if (widest > 0) snprintf(buf, sizeof buf, ", greedy steps chained on the device (chunks of up to %lld)", (long long)widest);
+    return buf;
+}
+
 /* --dump-graph: the programs generate runs for this prompt (prefill, then decode when a
  * second token is asked for), each labelled, at the positions it runs them */
 static int dump_programs(const gen_args *a, rlx_model *m, int64_t t, int64_t ctx, rlx_diag *d)
@@ -344,8 +374,31 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
     if (rlx_tp_session_prefill(g->sess, g->prompt, t, g->all_logits, g->logits, d) != 0)
         return run_fail(d);
     double t1 = run_now_ms();
-    int64_t generated = 0, steps = 0;
-    while (generated < n) {
+    int64_t generated = 0, steps = 0, chunk = 1, widest = 0;
+    int chain = chained(a, &sp), eos = 0;
+    while (generated < n && !eos) {
+        if (generated > 0 && chain) { /* at position t + generated - 1, as after each host step */
+            int64_t k = n - generated < chunk ? n - generated : chunk;
+            double c0 = run_now_ms();
+            int32_t *out = g->hist + g->n_hist;
+            if (rlx_tp_session_generate(g->sess, g->hist[g->n_hist - 1], k, out, g->logits, d) != 0)
+                return run_fail(d);
+            if (!all_finite(g->logits, vocab)) { /* step again on the host: it names the step at fault */
+                if (rlx_tp_session_rewind(g->sess, t + generated - 1, d) != 0) return run_fail(d);
+                chain = 0;
+                continue;
+            }
+            widest = k > widest ? k : widest;
+            for (int64_t j = 0; j < k && !eos; j++) {
+                g->n_hist++;
+                generated++;
+                eos = is_eos(&gc, out[j]);
+            }
+            if (stream_text(&st, g->hist + t, (size_t)generated, 0, d) != 0) return run_fail(d);
+            if (ferror(stdout)) return run_stdout_check();
+            if (run_now_ms() - c0 < CHAIN_MS && chunk < CHAIN_MAX) chunk *= 2;
+            continue;
+        }
         if (generated > 0) {
             if (rlx_tp_session_decode(g->sess, g->hist[g->n_hist - 1], g->logits, d) != 0)
                 return run_fail(d);
@@ -359,7 +412,7 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
         generated++;
         if (stream_text(&st, g->hist + t, (size_t)generated, 0, d) != 0) return run_fail(d);
         if (ferror(stdout)) return run_stdout_check(); /* no reader for the rest */
-        if (is_eos(&gc, id)) break;
+        eos = is_eos(&gc, id);
     }
     double t2 = run_now_ms();
     if (stream_text(&st, g->hist + t, (size_t)generated, 1, d) != 0) return run_fail(d);
@@ -395,10 +448,10 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
     if (run_stdout_check()) return 1;
     fprintf(stderr,
             "rlx-run: prefill %lld tokens in %.1f ms (%.1f tok/s), decode %lld tokens in %.1f ms "
-            "(%.1f tok/s), backend %s, %d threads%s\n",
+            "(%.1f tok/s), backend %s, %d threads%s%s\n",
             (long long)t, pre_ms, pre_ms > 0 ? (double)t * 1e3 / pre_ms : 0.0,
             (long long)generated, dec_ms, dec_ms > 0 ? (double)generated * 1e3 / dec_ms : 0.0,
-            rlx_model_backend_name(g->model), rlx_model_threads(g->model), ranks_note(g->tp));
+            rlx_model_backend_name(g->model), rlx_model_threads(g->model), ranks_note(g->tp), chain_note(widest));
     if (a->verbose) {
         rlx_memory mem;
         if (rlx_model_memory(g->model, &mem, d) != 0) return run_fail(d);

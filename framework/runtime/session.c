@@ -224,7 +224,7 @@ RLX_API int rlx_session_decode(rlx_session *s, int32_t id, float *logits, rlx_di
     return rc;
 }
 
-RLX_API int rlx_session_generate(rlx_session *s, int32_t id, int64_t n, int32_t *out, rlx_diag *d)
+RLX_API int rlx_session_generate(rlx_session *s, int32_t id, int64_t n, int32_t *out, float *logits, rlx_diag *d)
 {
     if (!s || !out || n < 1)
         return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_session_generate: %s", !s ? "no session" : !out ? "out is NULL" : "n < 1");
@@ -249,6 +249,7 @@ RLX_API int rlx_session_generate(rlx_session *s, int32_t id, int64_t n, int32_t 
     if (!rc)
         rc = rg_exec_state_get(s->m, e, &s->st, "rlx.generated", (size_t)s->pos * sizeof *out, out,
                                (size_t)n * sizeof *out, d);
+    if (!rc && logits) rc = rg_exec_output(s->m, e, "logits", logits, d);
     if (!rc) s->pos += n;
     step_unlock(s);
     return rc;

@@ -377,6 +377,14 @@ RLX_API void rlx_tp_session_reset(rlx_tp_session *s)
     for (int r = 0; s && r < s->t->ranks; r++) rlx_session_reset(s->s[r]);
 }
 
+RLX_API int rlx_tp_session_rewind(rlx_tp_session *s, int64_t pos, rlx_diag *d)
+{
+    if (!s) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_tp_session_rewind: no session");
+    int rc = 0;
+    for (int r = 0; r < s->t->ranks && !rc; r++) rc = rlx_session_rewind(s->s[r], pos, d);
+    return rc;
+}
+
 RLX_API int rlx_tp_session_new(rlx_tp *t, int64_t ctx_len, rlx_tp_session **out, rlx_diag *d)
 {
     if (!t || !out) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_tp_session_new: a NULL argument");
@@ -403,6 +411,7 @@ RLX_API int rlx_tp_session_new(rlx_tp *t, int64_t ctx_len, rlx_tp_session **out,
 typedef struct step_args {
     const int32_t *ids;
     int64_t n;
+    int32_t *out, *out_sink; /* generate: rank 0's ids, then n per other rank */
     float *all, *last; /* rank 0's */
     float *all_sink;   /* n x vocab per other rank when rank 0 wants every row: every rank
                         * must compile the same program, or their collectives differ */
@@ -423,13 +432,20 @@ static int decode_job(rank_job *j)
     return rlx_session_decode(j->own, a->ids[0], j->rank ? j->sink : a->last, &j->d);
 }
 
+static int generate_job(rank_job *j)
+{
+    const step_args *a = j->args;
+    int32_t *out = j->rank ? a->out_sink + (size_t)(j->rank - 1) * (size_t)a->n : a->out;
+    return rlx_session_generate(j->own, a->ids[0], a->n, out, j->rank ? NULL : a->last, &j->d);
+}
+
 static int session_step(rlx_tp_session *s, int (*fn)(rank_job *), const step_args *a, rlx_diag *d)
 {
     int n = s->t->ranks;
     size_t vocab = (size_t)(s->t->m[0]->cfg.vocab_size > 0 ? s->t->m[0]->cfg.vocab_size : 1);
     rank_job jobs[TP_MAX_RANKS];
     for (int r = 0; r < n; r++) jobs[r] = (rank_job){fn, r, a, s->s[r], s->scratch + (size_t)r * vocab, {0}, 0, 0, 0};
-    return on_ranks(s->t, fn == decode_job ? 2 : 1, jobs, n, d);
+    return on_ranks(s->t, fn == prefill_job ? 1 : 2, jobs, n, d);
 }
 
 RLX_API int rlx_tp_session_prefill(rlx_tp_session *s, const int32_t *ids, int64_t n, float *all_logits,
@@ -437,7 +453,7 @@ RLX_API int rlx_tp_session_prefill(rlx_tp_session *s, const int32_t *ids, int64_
 {
     if (!s) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_tp_session_prefill: no session");
     int64_t V = s->t->m[0]->cfg.vocab_size;
-    step_args a = {ids, n, all_logits, last_logits, NULL, V};
+    step_args a = {ids, n, NULL, NULL, all_logits, last_logits, NULL, V};
     if (all_logits && n > 0 && V > 0 &&
         !(a.all_sink = malloc((size_t)(s->t->ranks - 1) * (size_t)(n * V) * sizeof *a.all_sink + 1)))
         return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
@@ -449,8 +465,23 @@ RLX_API int rlx_tp_session_prefill(rlx_tp_session *s, const int32_t *ids, int64_
 RLX_API int rlx_tp_session_decode(rlx_tp_session *s, int32_t id, float *logits, rlx_diag *d)
 {
     if (!s) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_tp_session_decode: no session");
-    step_args a = {&id, 1, NULL, logits, NULL, 0};
+    step_args a = {&id, 1, NULL, NULL, NULL, logits, NULL, 0};
     return session_step(s, decode_job, &a, d);
+}
+
+RLX_API int rlx_tp_session_generate(rlx_tp_session *s, int32_t id, int64_t n, int32_t *out, float *logits,
+                                    rlx_diag *d)
+{
+    if (!s) return rlx_diag_set(d, RLX_ERR_INVALID, "rlx_tp_session_generate: no session");
+    if (s->t->ranks == 1) return rlx_session_generate(s->s[0], id, n, out, logits, d);
+    const rlx_session *s0 = s->s[0];
+    if (!out || n < 1 || n > s0->ctx - s0->pos) /* every rank refuses alike: let rank 0 say it, alone */
+        return rlx_session_generate(s->s[0], id, n, out, logits, d);
+    step_args a = {&id, n, out, malloc((size_t)(s->t->ranks - 1) * (size_t)n * sizeof(int32_t)), NULL, logits, NULL, 0};
+    if (!a.out_sink) return rlx_diag_set(d, RLX_ERR_NOMEM, "out of memory");
+    int rc = session_step(s, generate_job, &a, d);
+    free(a.out_sink);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- --devices */

@@ -257,8 +257,9 @@ int rlx_session_decode(rlx_session *s, int32_t id, float *logits, rlx_diag *d);
  * calls of rlx_session_decode, each fed the argmax of the one before. The session's
  * position p moves by n (out[n - 1] is not fed yet: pass it as the next call's id). Should
  * out[j] end the text, rlx_session_rewind(s, p + j + 1) leaves the cache as if the steps
- * had stopped there (generate in chunks to waste few steps). */
-int rlx_session_generate(rlx_session *s, int32_t id, int64_t n, int32_t *out, rlx_diag *d);
+ * had stopped there (generate in chunks to waste few steps). logits: [vocab], those
+ * out[n - 1] was picked from (to check them, e.g. for NaN), or NULL. */
+int rlx_session_generate(rlx_session *s, int32_t id, int64_t n, int32_t *out, float *logits, rlx_diag *d);
 
 /* B sessions of one model (same context length, distinct) decode one token each in one
  * step: one program over B rows, each row attending to its own KV cache at its own
@@ -370,7 +371,10 @@ void rlx_tp_session_free(rlx_tp_session *s);
 int rlx_tp_session_prefill(rlx_tp_session *s, const int32_t *ids, int64_t n, float *all_logits,
                            float *last_logits, rlx_diag *d);
 int rlx_tp_session_decode(rlx_tp_session *s, int32_t id, float *logits, rlx_diag *d);
+/* rlx_session_generate on every rank: each picks the same ids from the same gathered logits */
+int rlx_tp_session_generate(rlx_tp_session *s, int32_t id, int64_t n, int32_t *out, float *logits, rlx_diag *d);
 void rlx_tp_session_reset(rlx_tp_session *s); /* rlx_session_reset on every rank */
+int rlx_tp_session_rewind(rlx_tp_session *s, int64_t pos, rlx_diag *d); /* on every rank */
 /* bytes rank's backend holds for the model and this session: weights, the activations'
  * arena, the KV cache slice (-1 outside [0, ranks)) */
 int64_t rlx_tp_session_device_bytes(const rlx_tp_session *s, int rank);
