@@ -454,6 +454,25 @@ static void test_elementwise(gpu *g)
             if (ax.f[5 * AN + k] > ax.f[5 * AN + (int)ar[5]])
                 ar[5] = k;
         check(g, "argmax [6,128256]", "rlx.argmax", &ax, 1, &ay, 1, NULL, 0, 0, &ar, 1e-12);
+        /* a row wider than the most blocks cover at once (Qwen's vocabulary: threads loop), its
+         * largest last and a tie inside it; rows of one block's width */
+        static const int64_t shapes[2][2] = {{1, 151936}, {3, 100}};
+        for (int c = 0; c < 2; c++) {
+            const int64_t r_ = shapes[c][0], n_ = shapes[c][1];
+            tens bx = rand_f(2, r_, n_, 0, 8), by = mk(RLX_I32, 1, r_, 0, 0);
+            double *br = dalloc((size_t)r_);
+            bx.f[n_ - 1] = 11, bx.f[n_ / 3] = 11; /* row 0: the earlier of the two */
+            for (int64_t rr = 0; rr < r_; rr++)
+                for (int64_t k = 1; k < n_; k++)
+                    if (bx.f[rr * n_ + k] > bx.f[rr * n_ + (int64_t)br[rr]])
+                        br[rr] = (double)k;
+            char what[48];
+            snprintf(what, sizeof what, "argmax [%lld,%lld]", (long long)r_, (long long)n_);
+            check(g, what, "rlx.argmax", &bx, 1, &by, 1, NULL, 0, 0, &br, 1e-12);
+            free(br);
+            tfree(&bx);
+            tfree(&by);
+        }
         /* add_scalar on i32 positions */
         tens px = mk(RLX_I32, 1, 3, 0, 0), py = mk(RLX_I32, 1, 3, 0, 0);
         px.i[0] = 0, px.i[1] = 41, px.i[2] = -5;

@@ -678,6 +678,7 @@ static int gpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
         const char *mk = getenv("RLX_GPU_ATTN_KEYS"); /* keys a decode attention block takes */
         be->attn_keys = mk && *mk ? atoi(mk) : 0;
         be->attn_keys = be->attn_keys < 8 ? 0 : be->attn_keys > 1024 ? 1024 : be->attn_keys;
+        be->argmax_split = !rlx_env_off("RLX_GPU_ARGMAX_SPLIT");
         const char *nr = getenv("RLX_GPU_NORM_ROWS");
         be->norm_rows = nr && *nr ? atoi(nr) : 1;
         const char *g = getenv("RLX_GPU_GEMM");
@@ -1020,6 +1021,13 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
             need = (size_t)gpu_attn_part_floats(a->T, a->nh, a->d, a->nsplit) * 4;
             if (a->nsplit > 0 && gpu_attn_counters(a->T, a->nh, a->nkv) > x->n_cnt)
                 x->n_cnt = gpu_attn_counters(a->T, a->nh, a->nkv);
+        }
+        if (st->op == OP_ARGMAX)
+            st->k = be->argmax_split ? gpu_argmax_blocks(st->n) : 1;
+        if (st->op == OP_ARGMAX && st->k > 1) { /* each block's best, then a counter a row */
+            need = (size_t)(st->rows * st->k) * 8;
+            if (st->rows > x->n_cnt)
+                x->n_cnt = st->rows;
         }
         if (need > x->scratch_bytes)
             x->scratch_bytes = need;

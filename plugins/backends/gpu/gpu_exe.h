@@ -171,7 +171,7 @@ typedef struct gpu_exe {
     int checks;       /* has kernels that report execute errors */
     char *scratch;    /* per-step temporaries (steps run in order on one stream) */
     size_t scratch_bytes;
-    unsigned *attn_cnt; /* decode attention's counters: zero between launches, so kept apart */
+    unsigned *attn_cnt; /* decode attention's and argmax's counters: zero between launches, so kept apart */
     int64_t n_cnt;
     /* graph replay: the pointers it was captured with */
     void **graph_ptrs;
@@ -242,6 +242,7 @@ typedef struct gpu_be {
     size_t up_off;
     int defer_checks; /* RLX_GPU_DEFER_CHECK=0: read them in execute, as before */
     int attn_keys;    /* RLX_GPU_ATTN_KEYS: keys a decode attention block takes (0: the kernel's) */
+    int argmax_split; /* RLX_GPU_ARGMAX_SPLIT=0: one block an argmax row */
     struct gpu_prof *prof; /* RLX_GPU_PROFILE=1 */
 } gpu_be;
 

@@ -95,8 +95,11 @@ void gpu_rms_norm(gpuStream_t s, gpu_ten a, gpu_ten b, gpu_ten w, gpu_ten sum_ou
 void gpu_layer_norm(gpuStream_t s, gpu_ten x, gpu_ten w, gpu_ten b, gpu_ten y, int64_t rows,
                     int64_t H, float eps);
 void gpu_softmax(gpuStream_t s, gpu_ten x, gpu_ten y, int64_t rows, int64_t n);
-/* y[r] = the index of row r's largest value (first on ties, NaN never wins), n < 2^31 */
-void gpu_argmax(gpuStream_t s, gpu_ten x, int32_t *y, int64_t rows, int64_t n);
+/* y[r] = the index of row r's largest value (first on ties, NaN never wins), n < 2^31.
+ * A row over nb blocks (gpu_argmax_blocks(n), or 1); when more than one: part, 2 * rows *
+ * nb floats of scratch, and cnt, rows counters that are zero (and left zero) */
+int gpu_argmax_blocks(int64_t n);
+void gpu_argmax(gpuStream_t s, gpu_ten x, int32_t *y, int64_t rows, int64_t n, int nb, float *part, unsigned *cnt);
 /* xld: elements between x's rows (a column range of a wider product); 0: nh * d */
 void gpu_rope(gpuStream_t s, gpu_ten x, const int32_t *pos, gpu_ten inv_freq, gpu_ten y,
               int64_t T, int64_t nh, int64_t d, int64_t rot, int64_t xld);

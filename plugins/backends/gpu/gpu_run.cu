@@ -390,7 +390,7 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
         gpu_softmax(s, TI(0), TO(0), st->rows, st->n);
         break;
     case OP_ARGMAX:
-        gpu_argmax(s, TI(0), (int32_t *)y, st->rows, st->n);
+        gpu_argmax(s, TI(0), (int32_t *)y, st->rows, st->n, (int)st->k, (float *)(void *)x->scratch, x->attn_cnt);
         break;
     case OP_BMM:
         gpu_bmm(s, st->i0, (const float *)a, (const float *)b, (float *)y, st->nb, st->rows, st->n, st->k);

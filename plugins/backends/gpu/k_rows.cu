@@ -288,24 +288,27 @@ __device__ __forceinline__ static bool am_before(float a, int ia, float b, int i
     return b != b || a > b || (a == b && ia < ib);
 }
 
-#define AM_THREADS 1024 /* one row a block: a decode step's one row of logits */
-/* A block per row; each thread walks its strided elements in order (so its best is its
- * first best), then the block's bests are merged through shared memory. */
-__global__ __launch_bounds__(AM_THREADS) static void k_argmax(gpu_ten x, int32_t *y, int64_t n)
+/* A row splits over blocks of AM_THREADS threads that each load AM_PER elements at once
+ * (one memory round trip in flight, not n / 1024 one after another as a single block
+ * waits), at most AM_MAX_BLOCKS a row. Each block leaves its best in part (values, then
+ * indices, rows * nb of each); the block that counts itself last in cnt[row] merges them,
+ * writes y and puts the counter back to zero for the next launch. The merge order does not
+ * matter: am_before compares indices itself. */
+#define AM_THREADS 256
+#define AM_PER 8
+#define AM_MAX_BLOCKS 64
+
+int gpu_argmax_blocks(int64_t n)
+{
+    int64_t nb = (n + AM_THREADS * AM_PER - 1) / (AM_THREADS * AM_PER);
+    return nb < 1 ? 1 : nb > AM_MAX_BLOCKS ? AM_MAX_BLOCKS : (int)nb;
+}
+
+/* the block's best (thread 0's on return) */
+__device__ static void am_block(float &bv, int &bi)
 {
     __shared__ float sv[AM_THREADS];
     __shared__ int si[AM_THREADS];
-    const int64_t base = (int64_t)blockIdx.x * n;
-    float bv = NAN;
-    int bi = 0x7fffffff;
-#pragma unroll 8
-    for (int64_t i = threadIdx.x; i < n; i += AM_THREADS) {
-        float v = ldt(x, base + i);
-        if (am_before(v, (int)i, bv, bi)) {
-            bv = v;
-            bi = (int)i;
-        }
-    }
     sv[threadIdx.x] = bv;
     si[threadIdx.x] = bi;
     __syncthreads();
@@ -316,13 +319,67 @@ __global__ __launch_bounds__(AM_THREADS) static void k_argmax(gpu_ten x, int32_t
         }
         __syncthreads();
     }
-    if (threadIdx.x == 0)
-        y[blockIdx.x] = si[0] < n ? si[0] : 0;
+    bv = sv[0];
+    bi = si[0];
 }
 
-void gpu_argmax(gpuStream_t s, gpu_ten x, int32_t *y, int64_t rows, int64_t n)
+__global__ __launch_bounds__(AM_THREADS) static void k_argmax(gpu_ten x, int32_t *y, int64_t n, float *part,
+                                                               unsigned *cnt)
 {
-    RLX_LAUNCH(k_argmax, (unsigned)rows, AM_THREADS, 0, s)(x, y, n);
+    const int nb = (int)gridDim.x, row = (int)blockIdx.y;
+    const int64_t len = (n + nb - 1) / nb, lo = (int64_t)blockIdx.x * len, hi = lo + len < n ? lo + len : n;
+    const int64_t base = (int64_t)row * n;
+    float bv = NAN;
+    int bi = 0x7fffffff;
+    for (int64_t i0 = lo + threadIdx.x; i0 < hi; i0 += (int64_t)AM_THREADS * AM_PER) {
+        float v[AM_PER];
+#pragma unroll
+        for (int k = 0; k < AM_PER; k++) {
+            const int64_t i = i0 + (int64_t)k * AM_THREADS;
+            v[k] = i < hi ? ldt(x, base + i) : NAN;
+        }
+#pragma unroll
+        for (int k = 0; k < AM_PER; k++) {
+            const int i = (int)(i0 + (int64_t)k * AM_THREADS);
+            if (i0 + (int64_t)k * AM_THREADS < hi && am_before(v[k], i, bv, bi)) {
+                bv = v[k];
+                bi = i;
+            }
+        }
+    }
+    am_block(bv, bi);
+    if (nb > 1) {
+        __shared__ bool last;
+        volatile float *pv = part;
+        volatile int *pi = (volatile int *)(void *)(part + (size_t)gridDim.y * (size_t)nb);
+        if (threadIdx.x == 0) {
+            pv[row * nb + blockIdx.x] = bv;
+            pi[row * nb + blockIdx.x] = bi;
+            __threadfence();
+            last = atomicAdd(&cnt[row], 1u) == (unsigned)nb - 1;
+        }
+        __syncthreads();
+        if (!last)
+            return;
+        __threadfence();
+        bv = NAN;
+        bi = 0x7fffffff;
+        if ((int)threadIdx.x < nb) {
+            bv = pv[row * nb + threadIdx.x];
+            bi = pi[row * nb + threadIdx.x];
+        }
+        am_block(bv, bi);
+        if (threadIdx.x == 0)
+            cnt[row] = 0;
+    }
+    if (threadIdx.x == 0)
+        y[row] = bi < n ? bi : 0;
+}
+
+void gpu_argmax(gpuStream_t s, gpu_ten x, int32_t *y, int64_t rows, int64_t n, int nb, float *part, unsigned *cnt)
+{
+    dim3 grid((unsigned)nb, (unsigned)rows);
+    RLX_LAUNCH(k_argmax, grid, AM_THREADS, 0, s)(x, y, n, part, cnt);
 }
 
 /* A block per token: the token's angles, their sine and cosine taken once in double
