@@ -1934,6 +1934,48 @@ static void fused_rope_cache(gpu *g, int dt, int32_t at)
     rope_cache_done(g, what, rc, d_.msg, at >= S ? want : NULL, dt, t, NV, QR, KO, VO, rq, rk, rv);
 }
 
+/* a greedy step's tail (compile/greedy.c): argmax of one row of logits, stored at row pos
+ * of a history and into a one-row id, and pos moved on by one, run twice (the backend may
+ * run the writes in the argmax's launch: FUSE_ARGMAX_TAIL); at = S - 1 makes the second
+ * run's history write fall past the end, which must fail naming that cache write */
+static void fused_argmax_tail(gpu *g, int32_t at)
+{
+    const int64_t V = 32000, S = 8;
+    enum { LG, ID, H, HO, POS, IDC, IDO, ZERO, NXT, PC, PO, NV };
+    tens t[NV] = {rand_f(2, 1, V, 0, 8), mk(RLX_I32, 3, 1, 1, 1), mk(RLX_I32, 3, S, 1, 1), mk(RLX_I32, 3, S, 1, 1),
+                  mk(RLX_I32, 1, 1, 0, 0), mk(RLX_I32, 3, 1, 1, 1), mk(RLX_I32, 3, 1, 1, 1), mk(RLX_I32, 1, 1, 0, 0),
+                  mk(RLX_I32, 3, 1, 1, 1), mk(RLX_I32, 3, 1, 1, 1), mk(RLX_I32, 3, 1, 1, 1)};
+    int kind[NV], share[NV];
+    for (int k = 0; k < NV; k++) {
+        kind[k] = k == ID || k == NXT ? RLX_VALUE_TEMP : k == HO || k == IDO || k == PO ? RLX_VALUE_OUTPUT
+                                                                                     : RLX_VALUE_INPUT;
+        share[k] = k == HO ? H : k == IDO ? IDC : k == PC || k == PO ? POS : -1;
+    }
+    t[LG].f[31000] = t[LG].f[20001] = 9; /* a tie: the first wins */
+    t[POS].i[0] = at;
+    rlx_attr one = RLX_ATTR_F("value", 1);
+    pnode nodes[5] = {{"rlx.argmax", {LG}, {ID}, 1, 1, NULL, 0},
+                      {"rlx.cache_write", {H, ID, POS}, {HO}, 3, 1, NULL, 0},
+                      {"rlx.cache_write", {IDC, ID, ZERO}, {IDO}, 3, 1, NULL, 0},
+                      {"rlx.add_scalar", {PC}, {NXT}, 1, 1, &one, 1},
+                      {"rlx.cache_write", {PC, NXT, ZERO}, {PO}, 3, 1, NULL, 0}};
+    rlx_diag d_;
+    int rc = run_prog(g, t, kind, share, NV, nodes, 5, &d_);
+    char what[64], want[96];
+    snprintf(what, sizeof what, "argmax + id and position writes at %d%s", (int)at, at + 1 >= S ? " past the end" : "");
+    snprintf(want, sizeof want, "rlx.cache_write (node 1): rows %d..%d are outside the cache's %d rows", (int)S,
+             (int)S, (int)S);
+    double err = 0;
+    if (!rc) { /* both runs stored 20001 at at and at + 1; pos moved on twice */
+        for (int64_t r = 0; r < S; r++)
+            err += t[HO].i[r] != (r == at || r == at + 1 ? 20001 : 0);
+        err += (t[IDO].i[0] != 20001) + (t[PO].i[0] != at + 2);
+    }
+    prog_verdict(g, what, rc, d_.msg, at + 1 >= S ? want : NULL, err, 0.5); /* err: wrong ids */
+    for (int k = 0; k < NV; k++)
+        tfree(&t[k]);
+}
+
 /* the same for a batched decode step: T rows, each roped at its own position and stored in
  * its own slot of the k and v caches [P, S, nkv, d] (rlx.cache_write_rows, in place); bad:
  * row 1's slot is outside the pool, which must fail naming the row */
@@ -2132,6 +2174,10 @@ static void test_fused(gpu *g)
         fused_gemvs(g, 29, dt, dt, 64, 32, 48); /* more rows than the GEMVs take: cuBLAS */
         fused_rope_cache(g, dt, 5);
         fused_rope_cache_rows(g, dt, 0);
+        if (k == 0) {
+            fused_argmax_tail(g, 3);
+            fused_argmax_tail(g, 7);
+        }
         fused_norm_gemv(g, 1, 72, k == 1 ? 4104 : 520, dt, k == 2, 0);
         /* batched rows: the norm, then in 16 bits the tensor-core GEMV (N % 16, K % 32) */
         fused_norm_gemv(g, k == 1 ? 8 : 13, 80, k == 1 ? 2048 : 544, dt, k == 2, 0);

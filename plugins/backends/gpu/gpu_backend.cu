@@ -60,7 +60,7 @@ static constexpr gpu_op_names op_list = make_op_names();
 /* the FUSE_* groups, as the profile and diags name them */
 const char *const fuse_names[FUSE_COUNT] = {
     "", "fused add+norm", "fused gemv+swiglu", "fused gemvs", "fused rope+cache", "fused qkv+rope+cache",
-    "fused gemv+add", "fused qkv gemm+rope+cache"};
+    "fused gemv+add", "fused qkv gemm+rope+cache", "fused argmax+tail"};
 
 #define GPU_STAGE_BYTES ((size_t)8 << 20)
 #define GPU_UP_RING ((size_t)64 << 10)
@@ -679,6 +679,7 @@ static int gpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
         be->attn_keys = mk && *mk ? atoi(mk) : 0;
         be->attn_keys = be->attn_keys < 8 ? 0 : be->attn_keys > 1024 ? 1024 : be->attn_keys;
         be->argmax_split = !rlx_env_off("RLX_GPU_ARGMAX_SPLIT");
+        be->argmax_tail = !rlx_env_off("RLX_GPU_ARGMAX_TAIL");
         const char *nr = getenv("RLX_GPU_NORM_ROWS");
         be->norm_rows = nr && *nr ? atoi(nr) : 1;
         const char *g = getenv("RLX_GPU_GEMM");
@@ -1074,6 +1075,7 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
     }
     x->norm_rows = be->norm_rows;
     x->qkv_gemm = be->qkv_gemm;
+    x->argmax_tail = be->argmax_tail;
     if (x->vbytes && x->root)
         pre_steps(x, prog);
     if (!x->vbytes || !x->root || (be->fuse && fuse_steps(x, prog) != 0) ||
@@ -1102,11 +1104,12 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
     }
     if (be->prof)
         fprintf(stderr, "%s profile: %s program of %u steps; %d add+norm, %d gemv+swiglu, %d gemv groups, "
-                "%d rope+cache groups, %d qkv+rope+cache groups, %d gemv+add fused, %d qkv gemm groups; "
-                "%d norms into gemvs\n",
+                "%d rope+cache groups, %d qkv+rope+cache groups, %d gemv+add fused, %d qkv gemm groups, "
+                "%d argmax tails; %d norms into gemvs\n",
                 RLX_GPU_VENDOR, x->decode ? "decode" : "prefill", x->n_steps, x->n_fused[FUSE_ADD_NORM],
                 x->n_fused[FUSE_GLU], x->n_fused[FUSE_GEMVS], x->n_fused[FUSE_ROPE_CACHE],
-                x->n_fused[FUSE_ATTN_IN], x->n_fused[FUSE_GEMV_ADD], x->n_fused[FUSE_QKV_GEMM], x->n_norms);
+                x->n_fused[FUSE_ATTN_IN], x->n_fused[FUSE_GEMV_ADD], x->n_fused[FUSE_QKV_GEMM],
+                x->n_fused[FUSE_ARGMAX_TAIL], x->n_norms);
     *out = x;
     return 0;
 }

@@ -161,6 +161,9 @@ enum {
     FUSE_QKV_GEMM, /* prefill GEMMs of one x interleaved with ropes of their products and cache
                     * writes: one GEMM over the weights side by side (checked at execute) into
                     * scratch, then one rope + cache launch reading it with a row stride */
+    FUSE_ARGMAX_TAIL, /* one-row argmax then one-element cache writes and i32 add_scalars (a
+                       * greedy step's id and position bookkeeping): the argmax's last block
+                       * runs them, in order, on one thread */
     FUSE_COUNT
 };
 
@@ -182,6 +185,7 @@ typedef struct gpu_exe {
                  * step (it runs rows ops: one row a sequence, any count) */
     int norm_rows; /* most rows whose GEMVs absorb an rms_norm (be->norm_rows) */
     int qkv_gemm;  /* FUSE_QKV_GEMM groups allowed (be->qkv_gemm) */
+    int argmax_tail; /* FUSE_ARGMAX_TAIL groups allowed (be->argmax_tail) */
     size_t *vbytes; /* each value's size, for the fusion overlap checks */
     int *root;      /* each value's storage value (aliases resolved) */
     /* FUSE_ATTN_IN groups: values moved to private scratch (fscratch + ovr_off), and the
@@ -243,6 +247,7 @@ typedef struct gpu_be {
     int defer_checks; /* RLX_GPU_DEFER_CHECK=0: read them in execute, as before */
     int attn_keys;    /* RLX_GPU_ATTN_KEYS: keys a decode attention block takes (0: the kernel's) */
     int argmax_split; /* RLX_GPU_ARGMAX_SPLIT=0: one block an argmax row */
+    int argmax_tail;  /* FUSE_ARGMAX_TAIL (RLX_GPU_ARGMAX_TAIL=0: off) */
     struct gpu_prof *prof; /* RLX_GPU_PROFILE=1 */
 } gpu_be;
 

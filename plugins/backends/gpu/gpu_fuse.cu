@@ -320,6 +320,15 @@ static int norm_group_end(const gpu_exe *x, const rlx_program *prog, const int *
 }
 
 /* Is an input of step i an all-reduce's output (the last write of its bytes before i)? */
+/* a step the argmax's last thread can run: a one-element 4-byte cache write in place, or
+ * an add_scalar of one i32 (a greedy step's id and position bookkeeping) */
+static int tail_step_ok(const gpu_step *st)
+{
+    if (st->op == OP_CACHE_WRITE)
+        return st->nb * st->n == 1 && esize(st->dto[0]) == 4;
+    return st->op == OP_ADD_SCALAR && st->dti[0] == RLX_I32 && st->n == 1;
+}
+
 static int reads_all_reduce(const gpu_exe *x, int i)
 {
     const gpu_step *a = &x->steps[i];
@@ -438,6 +447,11 @@ int fuse_steps(gpu_exe *x, const rlx_program *prog)
         } else if (nrm < 0 && gemv_add_at(x, prog, uses, i)) {
             a->fuse = FUSE_GEMV_ADD;
             np = 1;
+        } else if (nrm < 0 && a->op == OP_ARGMAX && a->rows == 1 && x->argmax_tail) {
+            while (np < GPU_FUSE_PARTS && i + np + 1 < n && tail_step_ok(&x->steps[i + np + 1]))
+                np++;
+            if (np)
+                a->fuse = FUSE_ARGMAX_TAIL;
         } else if (a->op == OP_MATMUL && a->gemv) {
             while (np + 1 < GPU_GEMV_SEGS && i + np + 1 < n) {
                 const gpu_step *o = &x->steps[i + np + 1];

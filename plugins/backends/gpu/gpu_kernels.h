@@ -99,7 +99,25 @@ void gpu_softmax(gpuStream_t s, gpu_ten x, gpu_ten y, int64_t rows, int64_t n);
  * A row over nb blocks (gpu_argmax_blocks(n), or 1); when more than one: part, 2 * rows *
  * nb floats of scratch, and cnt, rows counters that are zero (and left zero) */
 int gpu_argmax_blocks(int64_t n);
-void gpu_argmax(gpuStream_t s, gpu_ten x, int32_t *y, int64_t rows, int64_t n, int nb, float *part, unsigned *cnt);
+/* steps a one-row argmax's last thread runs after it, in order (FUSE_ARGMAX_TAIL): a cache
+ * write of one 4-byte element in place (dst[pos[0]] = src[0] when 0 <= pos[0] < S, else
+ * error GPU_ERR_CACHE_ROWS naming node), or an i32 add (dst[0] = src[0] + add) */
+#define GPU_TAIL_MAX 8
+typedef struct gpu_tail_op {
+    uint32_t *dst;
+    const uint32_t *src;
+    const int32_t *pos; /* NULL: the add */
+    int64_t S;
+    int32_t add;
+    int node;
+} gpu_tail_op;
+typedef struct gpu_tail {
+    gpu_tail_op op[GPU_TAIL_MAX];
+    int n;
+    int *err;
+} gpu_tail;
+void gpu_argmax(gpuStream_t s, gpu_ten x, int32_t *y, int64_t rows, int64_t n, int nb, float *part, unsigned *cnt,
+                const gpu_tail *tail);
 /* xld: elements between x's rows (a column range of a wider product); 0: nh * d */
 void gpu_rope(gpuStream_t s, gpu_ten x, const int32_t *pos, gpu_ten inv_freq, gpu_ten y,
               int64_t T, int64_t nh, int64_t d, int64_t rot, int64_t xld);

@@ -297,6 +297,24 @@ static int run_fused(gpu_be *be, gpu_exe *x, const gpu_step *h, void *const *vp,
     case FUSE_ROPE_CACHE:
         run_rope_cache(be, x, h, vp);
         break;
+    case FUSE_ARGMAX_TAIL: {
+        gpu_tail t;
+        t.n = 0;
+        t.err = be->err_dev;
+        for (int k = 0; k < h->n_part && k < GPU_TAIL_MAX; k++) {
+            const gpu_step *o = &x->steps[h->part[k]];
+            gpu_tail_op &op = t.op[t.n++];
+            op.dst = (uint32_t *)vp[o->out[0]]; /* a cache write's is its cache (fuse_safe) */
+            op.src = (const uint32_t *)vp[o->in[o->op == OP_CACHE_WRITE ? 1 : 0]];
+            op.pos = o->op == OP_CACHE_WRITE ? (const int32_t *)vp[o->in[2]] : NULL;
+            op.S = o->rows;
+            op.add = (int32_t)o->f0;
+            op.node = o->node;
+        }
+        gpu_argmax(s, tin(h, vp, 0), (int32_t *)vp[h->out[0]], h->rows, h->n, (int)h->k, (float *)(void *)x->scratch,
+                   x->attn_cnt, &t);
+        break;
+    }
     case FUSE_QKV_GEMM: { /* one GEMM over the side-by-side weights into scratch, then the ropes and caches */
         gpu_step g = x->steps[h->g0];
         int64_t at;
@@ -390,7 +408,8 @@ static int run_step(gpu_be *be, gpu_exe *x, gpu_step *st, void *const *vp, rlx_d
         gpu_softmax(s, TI(0), TO(0), st->rows, st->n);
         break;
     case OP_ARGMAX:
-        gpu_argmax(s, TI(0), (int32_t *)y, st->rows, st->n, (int)st->k, (float *)(void *)x->scratch, x->attn_cnt);
+        gpu_argmax(s, TI(0), (int32_t *)y, st->rows, st->n, (int)st->k, (float *)(void *)x->scratch, x->attn_cnt,
+                   NULL);
         break;
     case OP_BMM:
         gpu_bmm(s, st->i0, (const float *)a, (const float *)b, (float *)y, st->nb, st->rows, st->n, st->k);

@@ -324,7 +324,7 @@ __device__ static void am_block(float &bv, int &bi)
 }
 
 __global__ __launch_bounds__(AM_THREADS) static void k_argmax(gpu_ten x, int32_t *y, int64_t n, float *part,
-                                                               unsigned *cnt)
+                                                               unsigned *cnt, gpu_tail tail)
 {
     const int nb = (int)gridDim.x, row = (int)blockIdx.y;
     const int64_t len = (n + nb - 1) / nb, lo = (int64_t)blockIdx.x * len, hi = lo + len < n ? lo + len : n;
@@ -372,14 +372,31 @@ __global__ __launch_bounds__(AM_THREADS) static void k_argmax(gpu_ten x, int32_t
         if (threadIdx.x == 0)
             cnt[row] = 0;
     }
-    if (threadIdx.x == 0)
-        y[row] = bi < n ? bi : 0;
+    if (threadIdx.x != 0)
+        return;
+    y[row] = bi < n ? bi : 0;
+    for (int k = 0; k < tail.n; k++) { /* one thread, in program order: each sees the one before */
+        const gpu_tail_op &o = tail.op[k];
+        if (!o.pos) {
+            o.dst[0] = (uint32_t)((int32_t)o.src[0] + o.add);
+            continue;
+        }
+        const int64_t p = o.pos[0];
+        if (p < 0 || p >= o.S)
+            record_error(tail.err, GPU_ERR_CACHE_ROWS, (int)p, o.node);
+        else
+            o.dst[p] = o.src[0];
+    }
 }
 
-void gpu_argmax(gpuStream_t s, gpu_ten x, int32_t *y, int64_t rows, int64_t n, int nb, float *part, unsigned *cnt)
+void gpu_argmax(gpuStream_t s, gpu_ten x, int32_t *y, int64_t rows, int64_t n, int nb, float *part, unsigned *cnt,
+                const gpu_tail *tail)
 {
     dim3 grid((unsigned)nb, (unsigned)rows);
-    RLX_LAUNCH(k_argmax, grid, AM_THREADS, 0, s)(x, y, n, part, cnt);
+    gpu_tail none;
+    none.n = 0;
+    none.err = NULL;
+    RLX_LAUNCH(k_argmax, grid, AM_THREADS, 0, s)(x, y, n, part, cnt, tail ? *tail : none);
 }
 
 /* A block per token: the token's angles, their sine and cosine taken once in double
