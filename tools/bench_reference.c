@@ -2,6 +2,7 @@
 #include "bench_reference.h"
 #include <cblas.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -17,6 +18,18 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+int bench_generate_outcome(int gr, const rlx_diag *gd, int *on, char *msg, size_t len, rlx_diag *d)
+{
+    if (gr == RLX_ERR_UNSUPPORTED) {
+        *on = 0;
+        snprintf(msg, len, "%s", gd->msg);
+        return 0;
+    }
+    if (gr && d)
+        *d = *gd;
+    return gr;
 }
 
 double bench_median(double *v, int n)

@@ -4,6 +4,7 @@
 #define RLX_BENCH_REFERENCE_H
 #include <stddef.h>
 #include <stdint.h>
+#include "rlx/rlx.h"
 
 /* Read bandwidth: a read-only sum over a buffer split across threads, median of reps. The
  * loops alternate over the same buffer: the widest vector loads in 1, 2 or 4 sequential
@@ -21,6 +22,9 @@ void bench_reader_run(bench_reader *r, int reps, bench_read *out);
 void bench_reader_free(bench_reader *r);
 /* the median of v[0..n), n > 0 (sorts v): every rlx-bench figure over reps */
 double bench_median(double *v, int n);
+/* a generate rep's outcome gr (its diag gd): RLX_ERR_UNSUPPORTED turns the figure off
+ * (*on = 0, why kept in msg), another error becomes the run's (*d = *gd); returns the run's rc */
+int bench_generate_outcome(int gr, const rlx_diag *gd, int *on, char *msg, size_t len, rlx_diag *d);
 /* OpenBLAS sgemm C[M,N] = A[M,K]·B[N,K]ᵀ on threads threads (median of reps), GFLOP/s. */
 double bench_ref_sgemm_gflops(int threads, int64_t m, int64_t k, int64_t n, int reps);
 #endif

@@ -145,13 +145,7 @@ int bench_tp(const bench_tp_args *a, const rlx_model_options *mo, rlx_diag *d)
             int gr = rlx_tp_session_rewind(s, T, &gd);
             if (!gr) gr = rlx_tp_session_generate(s, ids[0], N, gen_ids, NULL, &gd);
             if (r >= 0) gen[r] = run_now_ms() - g0;
-            if (gr == RLX_ERR_UNSUPPORTED) {
-                gen_on = 0;
-                snprintf(gen_msg, sizeof gen_msg, "%s", gd.msg);
-            } else if (gr) {
-                *d = gd;
-                rc = gr;
-            }
+            rc = bench_generate_outcome(gr, &gd, &gen_on, gen_msg, sizeof gen_msg, d);
         }
     }
     if (!rc)

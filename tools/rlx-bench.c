@@ -389,13 +389,7 @@ static int bench(const bench_args *a, const char *dir, rlx_diag *d)
             int gr = rlx_session_rewind(s[0], D, &gd);
             if (!gr) gr = rlx_session_generate(s[0], ids[0], N, gen_ids, NULL, &gd);
             if (r >= 0) gen[r] = run_now_ms() - g0;
-            if (gr == RLX_ERR_UNSUPPORTED) {
-                gen_on = 0;
-                snprintf(gen_msg, sizeof gen_msg, "%s", gd.msg);
-            } else if (gr) {
-                *d = gd;
-                rc = gr;
-            }
+            rc = bench_generate_outcome(gr, &gd, &gen_on, gen_msg, sizeof gen_msg, d);
         }
         if (r >= 0 && peer && !rc)
             rc = bench_peer_rep(peer, (int)r, pre[r] > 0 ? (double)(T * B) * 1e3 / pre[r] : 0,
