@@ -386,6 +386,83 @@ END_TEST
 
 /* A million-position KV cache (3.8 GiB) costs neither time nor resident memory until
  * rows are written: it is not cleared eagerly. */
+/* A NaN that first shows in the middle of generation: llama-untied-bf16 (its output head
+ * apart from the embedding) with the embedding row of its (k+1)-th greedy id made NaN, so
+ * the prefill's logits are finite and the step that feeds that id is the first bad one.
+ * Chained greedy steps see it in a chunk's last logits, step that chunk again through the
+ * host, and stop naming the same step, after the same text, as a step at a time does. */
+START_TEST(nan_mid_generation_named_alike)
+{
+    const char *src = tu_fixture("llama-untied-bf16"), *prompt = "1,5,9,13";
+    char cmd[8192], path[4096];
+    snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --ids %s -n 10 --json", rlx_run(), src, prompt);
+    tu_result g = tu_run(cmd, 60);
+    ck_assert_msg(g.status == 0, "%s", g.err);
+    char *ids = ids_of(g.out);
+    long id[10];
+    int n = 0;
+    for (const char *p = strchr(ids, '[') + 1; n < 10 && *p && *p != ']'; n++) {
+        char *e;
+        id[n] = strtol(p, &e, 10);
+        p = *e == ',' ? e + 1 : e;
+    }
+    ck_assert_int_eq(n, 10);
+    int k = 3; /* the first id from the 4th on that the prompt and the ids before it lack */
+    for (int fresh = 0; k < 9 && !fresh; k += !fresh) {
+        fresh = id[k] != 1 && id[k] != 5 && id[k] != 9 && id[k] != 13;
+        for (int j = 0; j < k && fresh; j++)
+            fresh = id[j] != id[k];
+    }
+    ck_assert_msg(k < 9, "no fresh id among %s", ids);
+    char *m = tu_mkdtemp(), srcf[4400];
+    snprintf(srcf, sizeof srcf, "%s/config.json", src);
+    snprintf(path, sizeof path, "%s/config.json", m);
+    ck_assert_int_eq(symlink(srcf, path), 0);
+    rlx_weights *w = NULL;
+    ck_assert_int_eq(rlx_weights_open(src, &w, NULL), 0);
+    rlx_st_writer *sw = rlx_st_writer_new();
+    uint16_t *emb = NULL;
+    for (size_t i = 0; i < rlx_weights_count(w); i++) {
+        const rlx_tensor_info *t = rlx_weights_at(w, i);
+        const void *data = t->data;
+        if (strcmp(t->name, "model.embed_tokens.weight") == 0) {
+            ck_assert_int_eq(t->dtype, RLX_BF16);
+            emb = malloc(t->nbytes);
+            memcpy(emb, t->data, t->nbytes);
+            for (int64_t c = 0; c < t->shape.dims[1]; c++)
+                emb[id[k] * t->shape.dims[1] + c] = 0x7fc0; /* bf16 NaN */
+            data = emb;
+        }
+        ck_assert_int_eq(rlx_st_writer_add(sw, t->name, t->dtype, &t->shape, data, NULL), 0);
+    }
+    ck_assert_ptr_nonnull(emb);
+    snprintf(path, sizeof path, "%s/model.safetensors", m);
+    ck_assert_int_eq(rlx_st_writer_save(sw, path, NULL), 0);
+    rlx_st_writer_free(sw);
+    rlx_weights_close(w);
+    free(emb);
+    char want[160], first_out[4096] = "";
+    snprintf(want, sizeof want, "rlx-run: step %d (decode): logits contain NaN at token id 0; generation stopped\n", k + 1);
+    static const char *const how[] = {"RLX_RUN_HOST_STEPS=1 ", ""};
+    for (int h = 0; h < 2; h++) {
+        snprintf(cmd, sizeof cmd, "%s'%s' generate --model '%s' --ids %s -n 10", how[h], rlx_run(), m, prompt);
+        tu_result r = tu_run(cmd, 60);
+        ck_assert_msg(r.status == 1 && strstr(r.err, want), "`%s`: exit %d, stderr '%s' lacks '%s'", cmd, r.status,
+                      r.err, want);
+        if (h == 0)
+            snprintf(first_out, sizeof first_out, "%s", r.out);
+        else /* the ids up to the bad step, streamed alike */
+            ck_assert_str_eq(r.out, first_out);
+        tu_result_free(&r);
+    }
+    ck_assert_msg(strlen(first_out) > 0, "nothing streamed before the bad step");
+    tu_rmrf(m);
+    free(m);
+    free(ids);
+    tu_result_free(&g);
+}
+END_TEST
+
 START_TEST(kv_cache_lazy)
 {
     FILE *mi = fopen("/proc/meminfo", "r");
@@ -467,6 +544,7 @@ int main(void)
     tcase_add_test(tc, outputs_complete_or_untouched);
     tcase_add_test(tc, sampling_edges);
     tcase_add_test(tc, kv_cache_lazy);
+    tcase_add_test(tc, nan_mid_generation_named_alike);
     tcase_add_test(tc, closed_stdout_is_exit_1);
     tcase_add_test(tc, bench_config_signal_cleans_up);
     suite_add_tcase(s, tc);

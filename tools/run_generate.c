@@ -376,16 +376,21 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
     double t1 = run_now_ms();
     int64_t generated = 0, steps = 0, chunk = 1, widest = 0;
     int chain = chained(a, &sp), eos = 0;
+    int64_t host_left = 0; /* steps a rejected chunk takes again through the host */
     while (generated < n && !eos) {
-        if (generated > 0 && chain) { /* at position t + generated - 1, as after each host step */
+        if (generated > 0 && chain && !host_left) { /* at position t + generated - 1, as after a host step */
             int64_t k = n - generated < chunk ? n - generated : chunk;
             double c0 = run_now_ms();
             int32_t *out = g->hist + g->n_hist;
             if (rlx_tp_session_generate(g->sess, g->hist[g->n_hist - 1], k, out, g->logits, d) != 0)
                 return run_fail(d);
-            if (!all_finite(g->logits, vocab)) { /* step again on the host: it names the step at fault */
+            /* logits with no number pick id 0: a chunk whose last logits are not finite, or that
+             * picked 0, steps again through the host, which names the first bad step */
+            int again = !all_finite(g->logits, vocab);
+            for (int64_t j = 0; j < k && !again; j++) again = out[j] == 0;
+            if (again) {
                 if (rlx_tp_session_rewind(g->sess, t + generated - 1, d) != 0) return run_fail(d);
-                chain = 0;
+                host_left = k;
                 continue;
             }
             widest = k > widest ? k : widest;
@@ -402,6 +407,7 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
         if (generated > 0) {
             if (rlx_tp_session_decode(g->sess, g->hist[g->n_hist - 1], g->logits, d) != 0)
                 return run_fail(d);
+            host_left -= host_left > 0;
             if (g->dec_logits) memcpy(g->dec_logits + (size_t)steps * (size_t)vocab, g->logits, vb);
             steps++;
         }
