@@ -12,8 +12,9 @@
 #     tpab   LLaMA-8B-width rows on GPUs 0,1 (and 0), one per "label:devs:VAR=v,..." in TPAB, over
 #            the model check's tp-speed row made (GPU_CHECK_KEEP=1), or made here when absent
 #     ktrace every kernel's GPU start and end (graph nodes too) of one rlx-bench row per
-#            "label:1b|188m:VAR=v,..." in KTV, through bench/gpu-trace/kernel_trace.so (CUPTI; carry
-#            it built), as $OUT/kt-LABEL.csv.xz
+#            "label:1b|188m|tp1|tp2:VAR=v,..." in KTV (tp1, tp2: the tpab model on --devices 0
+#            or 0,1), through bench/gpu-trace/kernel_trace.so (CUPTI; carry it built), as
+#            $OUT/kt-LABEL.csv.xz
 #     san    compute-sanitizer (SANT, default memcheck) over the conformance suite, SANENV
 #     persist  bench/gpu-persist/persist.cu (the one-kernel-a-token prototype) built with nvcc
 #            (PERSISTFLAGS, e.g. -DPHASE_TIMING), one run per "shape:arg,arg,..." in PERSIST
@@ -78,9 +79,16 @@ fi
 if [[ ,$modes, == *,ktrace,* ]]; then # KTV="label:cfg:VAR=v,..." KTARGS replaces the shape
   for spec in ${KTV:-}; do
     label=${spec%%:*}; r=${spec#*:}; cfg=${r%%:*}; e=${r#*:}; [ "$e" = "$r" ] && e=""
+    margs=(--config $root/llama-$cfg-config.json)
+    if [[ $cfg == tp* ]]; then
+      tp_env # gpu-env.sh
+      [ -f "$tp_model/model.safetensors" ] || python3 "$root/src/tools/make-8b-model.py" "$root/llama-8b-bf16-config.json" \
+        "$tp_model" >"$out/tp-model.log" 2>&1
+      margs=(--model "$tp_model" --devices $([ $cfg = tp2 ] && echo 0,1 || echo 0))
+    fi
     envrun "X=1${e:+,$e}" env CUDA_INJECTION64_PATH="$top/bench/gpu-trace/kernel_trace.so" RLX_KTRACE_OUT="$out/kt-$label.csv" \
       LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib" \
-      timeout ${KTTO:-200} ./tools/rlx-bench --config $root/llama-$cfg-config.json --backend cuda \
+      timeout ${KTTO:-200} ./tools/rlx-bench "${margs[@]}" --backend cuda \
       ${KTARGS:---prefill 512 --decode 32 --reps 1} --precision bf16 --no-reference --json > $out/kt-$label.log 2>&1
     echo "==== ktrace $label rc=$? $(grep -o '"decode_tokens_per_s":[^,]*' $out/kt-$label.log) $(wc -l < $out/kt-$label.csv) kernels"
     tail -2 $out/kt-$label.log | cut -c1-200; xz -f $out/kt-$label.csv

@@ -2,7 +2,7 @@
  * --cuda-graph-trace=node shows; the GPU machine has no nsys), through CUPTI's activity
  * API. Loaded by the CUDA driver itself: CUDA_INJECTION64_PATH=kernel_trace.so; writes
  * CSV to $RLX_KTRACE_OUT (default stderr) at exit:
- *   start_ns,end_ns,graph_id,graph_node_id,grid,block,regs,name
+ *   start_ns,end_ns,graph_id,graph_node_id,grid,block,regs,name,device
  * Build: cc -shared -fPIC -O2 -I/usr/local/cuda/include kernel_trace.c
  *        -L/usr/local/cuda/lib64 -lcupti -o kernel_trace.so */
 #include <cupti.h>
@@ -25,9 +25,9 @@ static void CUPTIAPI buf_done(CUcontext ctx, uint32_t stream, uint8_t *buf, size
     while (cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS) {
         if (r->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
         const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)r;
-        fprintf(out, "%llu,%llu,%u,%llu,%d,%d,%u,%s\n", (unsigned long long)k->start, (unsigned long long)k->end,
+        fprintf(out, "%llu,%llu,%u,%llu,%d,%d,%u,%s,%u\n", (unsigned long long)k->start, (unsigned long long)k->end,
                 k->graphId, (unsigned long long)k->graphNodeId, k->gridX * k->gridY * k->gridZ,
-                k->blockX * k->blockY * k->blockZ, k->registersPerThread, k->name ? k->name : "?");
+                k->blockX * k->blockY * k->blockZ, k->registersPerThread, k->name ? k->name : "?", k->deviceId);
     }
     free(buf);
 }
