@@ -304,6 +304,56 @@ static char *ids_of(const char *json)
     return strndup(p, strcspn(p, "]") + 1);
 }
 
+/* A temp model folder: src's config.json (linked) and its weights with tensor name's bytes
+ * copied, checked to be dtype, and changed by edit(t, copy, arg). The folder's path (the
+ * caller removes it with tu_rmrf and frees it). */
+static char *model_edited(const char *src, const char *name, int dtype,
+                          void (*edit)(const rlx_tensor_info *t, void *copy, const void *arg), const void *arg)
+{
+    char *m = tu_mkdtemp(), from[4400], to[4400];
+    snprintf(from, sizeof from, "%s/config.json", src);
+    snprintf(to, sizeof to, "%s/config.json", m);
+    ck_assert_int_eq(symlink(from, to), 0);
+    rlx_weights *w = NULL;
+    ck_assert_int_eq(rlx_weights_open(src, &w, NULL), 0);
+    rlx_st_writer *sw = rlx_st_writer_new();
+    void *copy = NULL;
+    for (size_t i = 0; i < rlx_weights_count(w); i++) {
+        const rlx_tensor_info *t = rlx_weights_at(w, i);
+        const void *data = t->data;
+        if (strcmp(t->name, name) == 0) {
+            ck_assert_int_eq(t->dtype, dtype);
+            copy = malloc(t->nbytes);
+            ck_assert_ptr_nonnull(copy);
+            memcpy(copy, t->data, t->nbytes);
+            edit(t, copy, arg);
+            data = copy;
+        }
+        ck_assert_int_eq(rlx_st_writer_add(sw, t->name, t->dtype, &t->shape, data, NULL), 0);
+    }
+    ck_assert_msg(copy != NULL, "%s: no tensor %s", src, name);
+    snprintf(to, sizeof to, "%s/model.safetensors", m);
+    ck_assert_int_eq(rlx_st_writer_save(sw, to, NULL), 0);
+    rlx_st_writer_free(sw);
+    rlx_weights_close(w);
+    free(copy);
+    return m;
+}
+
+/* every f32 of the tensor NaN */
+static void all_nan_f32(const rlx_tensor_info *t, void *copy, const void *arg)
+{
+    (void)arg;
+    for (size_t k = 0; k < t->nbytes / 4; k++) ((float *)copy)[k] = NAN;
+}
+
+/* row *(const long *)arg of a bf16 matrix NaN */
+static void row_nan_bf16(const rlx_tensor_info *t, void *copy, const void *arg)
+{
+    const long row = *(const long *)arg;
+    for (int64_t c = 0; c < t->shape.dims[1]; c++) ((uint16_t *)copy)[row * t->shape.dims[1] + c] = 0x7fc0;
+}
+
 /* --temperature 0 is greedy; NaN weights stop generation naming the step; memory that is
  * not there is refused before it is taken. */
 START_TEST(sampling_edges)
@@ -325,31 +375,7 @@ START_TEST(sampling_edges)
     tu_result_free(&t0);
 
     /* the micro model with a NaN final norm */
-    char *m = tu_mkdtemp(), src[4400], dst[4400];
-    snprintf(src, sizeof src, "%s/config.json", tu_src("tests/bad-inputs/good-micro"));
-    snprintf(dst, sizeof dst, "%s/config.json", m);
-    ck_assert_int_eq(symlink(src, dst), 0);
-    rlx_weights *w = NULL;
-    ck_assert_int_eq(rlx_weights_open(tu_src("tests/bad-inputs/good-micro"), &w, NULL), 0);
-    rlx_st_writer *sw = rlx_st_writer_new();
-    float *nan_buf = NULL;
-    for (size_t i = 0; i < rlx_weights_count(w); i++) {
-        const rlx_tensor_info *t = rlx_weights_at(w, i);
-        const void *data = t->data;
-        if (strcmp(t->name, "model.norm.weight") == 0) {
-            ck_assert_int_eq(t->dtype, RLX_F32);
-            nan_buf = malloc(t->nbytes);
-            for (size_t k = 0; k < t->nbytes / 4; k++) nan_buf[k] = NAN;
-            data = nan_buf;
-        }
-        ck_assert_int_eq(rlx_st_writer_add(sw, t->name, t->dtype, &t->shape, data, NULL), 0);
-    }
-    ck_assert_ptr_nonnull(nan_buf);
-    snprintf(dst, sizeof dst, "%s/model.safetensors", m);
-    ck_assert_int_eq(rlx_st_writer_save(sw, dst, NULL), 0);
-    rlx_st_writer_free(sw);
-    rlx_weights_close(w);
-    free(nan_buf);
+    char *m = model_edited(tu_src("tests/bad-inputs/good-micro"), "model.norm.weight", RLX_F32, all_nan_f32, NULL);
     snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --ids 1,2 -n 4", rlx_run(), m);
     expect_fail1("NaN weights", cmd,
                  "rlx-run: step 0 (prefill): logits contain NaN at token id 0; generation stopped\n");
@@ -394,7 +420,7 @@ END_TEST
 START_TEST(nan_mid_generation_named_alike)
 {
     const char *src = tu_fixture("llama-untied-bf16"), *prompt = "1,5,9,13";
-    char cmd[8192], path[4096];
+    char cmd[8192];
     snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --ids %s -n 10 --json", rlx_run(), src, prompt);
     tu_result g = tu_run(cmd, 60);
     ck_assert_msg(g.status == 0, "%s", g.err);
@@ -414,33 +440,7 @@ START_TEST(nan_mid_generation_named_alike)
             fresh = id[j] != id[k];
     }
     ck_assert_msg(k < 9, "no fresh id among %s", ids);
-    char *m = tu_mkdtemp(), srcf[4400];
-    snprintf(srcf, sizeof srcf, "%s/config.json", src);
-    snprintf(path, sizeof path, "%s/config.json", m);
-    ck_assert_int_eq(symlink(srcf, path), 0);
-    rlx_weights *w = NULL;
-    ck_assert_int_eq(rlx_weights_open(src, &w, NULL), 0);
-    rlx_st_writer *sw = rlx_st_writer_new();
-    uint16_t *emb = NULL;
-    for (size_t i = 0; i < rlx_weights_count(w); i++) {
-        const rlx_tensor_info *t = rlx_weights_at(w, i);
-        const void *data = t->data;
-        if (strcmp(t->name, "model.embed_tokens.weight") == 0) {
-            ck_assert_int_eq(t->dtype, RLX_BF16);
-            emb = malloc(t->nbytes);
-            memcpy(emb, t->data, t->nbytes);
-            for (int64_t c = 0; c < t->shape.dims[1]; c++)
-                emb[id[k] * t->shape.dims[1] + c] = 0x7fc0; /* bf16 NaN */
-            data = emb;
-        }
-        ck_assert_int_eq(rlx_st_writer_add(sw, t->name, t->dtype, &t->shape, data, NULL), 0);
-    }
-    ck_assert_ptr_nonnull(emb);
-    snprintf(path, sizeof path, "%s/model.safetensors", m);
-    ck_assert_int_eq(rlx_st_writer_save(sw, path, NULL), 0);
-    rlx_st_writer_free(sw);
-    rlx_weights_close(w);
-    free(emb);
+    char *m = model_edited(src, "model.embed_tokens.weight", RLX_BF16, row_nan_bf16, &id[k]);
     char want[160], first_out[4096] = "";
     snprintf(want, sizeof want, "rlx-run: step %d (decode): logits contain NaN at token id 0; generation stopped\n", k + 1);
     static const char *const how[] = {"RLX_RUN_HOST_STEPS=1 ", ""};

@@ -138,13 +138,20 @@ int run_stdout_check(void)
     return run_error("standard output: write failed: %s", strerror(err));
 }
 
-int run_check_logits(const float *logits, int64_t vocab, int64_t step)
+int64_t run_nonfinite_at(const float *logits, int64_t vocab)
 {
     for (int64_t i = 0; i < vocab; i++)
-        if (!isfinite(logits[i]))
-            return run_error("step %lld (%s): logits contain %s at token id %lld; generation stopped",
-                             (long long)step, step == 0 ? "prefill" : "decode",
-                             isnan(logits[i]) ? "NaN" : "Inf", (long long)i);
+        if (!isfinite(logits[i])) return i;
+    return -1;
+}
+
+int run_check_logits(const float *logits, int64_t vocab, int64_t step)
+{
+    int64_t i = run_nonfinite_at(logits, vocab);
+    if (i >= 0)
+        return run_error("step %lld (%s): logits contain %s at token id %lld; generation stopped",
+                         (long long)step, step == 0 ? "prefill" : "decode",
+                         isnan(logits[i]) ? "NaN" : "Inf", (long long)i);
     return 0;
 }
 

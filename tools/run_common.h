@@ -34,6 +34,8 @@ int run_stdout_check(void);
 /* fflush(stdout), keeping the errno of the first failure for run_stdout_check. */
 void run_flush_stdout(void);
 
+/* the first NaN or Inf of a logits row, its token id; -1 when all are finite */
+int64_t run_nonfinite_at(const float *logits, int64_t vocab);
 /* A logits row with NaN or Inf (broken weights, overflow): "step S (prefill|decode):
  * logits contain NaN at token id K; generation stopped" and 1; else 0. */
 int run_check_logits(const float *logits, int64_t vocab, int64_t step);

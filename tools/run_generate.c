@@ -1,7 +1,6 @@
 /* rlx-run generate: prompt -> prefill -> sampled decode steps over the KV cache, text
  * streamed as it is produced (or one JSON object), optional logits dump. */
 #include <jansson.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,13 +262,6 @@ static int chained(const gen_args *a, const rlx_sampler_params *sp)
     return sp->greedy && (!(pen > 0) || pen == 1.0) && !a->logits_out && !(e && !strcmp(e, "1"));
 }
 
-static int all_finite(const float *x, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(x[i])) return 0;
-    return 1;
-}
-
 /* ", greedy steps chained on the device (chunks of up to K)" after the summary */
 static const char *chain_note(int64_t widest)
 {
@@ -386,7 +378,7 @@ static int run(const gen_args *a, gen_state *g, rlx_diag *d)
                 return run_fail(d);
             /* logits with no number pick id 0: a chunk whose last logits are not finite, or that
              * picked 0, steps again through the host, which names the first bad step */
-            int again = !all_finite(g->logits, vocab);
+            int again = run_nonfinite_at(g->logits, vocab) >= 0;
             for (int64_t j = 0; j < k && !again; j++) again = out[j] == 0;
             if (again) {
                 if (rlx_tp_session_rewind(g->sess, t + generated - 1, d) != 0) return run_fail(d);

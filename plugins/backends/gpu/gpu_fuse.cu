@@ -319,7 +319,6 @@ static int norm_group_end(const gpu_exe *x, const rlx_program *prog, const int *
     return j1 && norm_feeds(x, prog, uses, i, i1, j1) ? j1 : 0;
 }
 
-/* Is an input of step i an all-reduce's output (the last write of its bytes before i)? */
 /* a step the argmax's last thread can run: a one-element 4-byte cache write in place, or
  * an add_scalar of one i32 (a greedy step's id and position bookkeeping) */
 static int tail_step_ok(const gpu_step *st)
@@ -329,6 +328,7 @@ static int tail_step_ok(const gpu_step *st)
     return st->op == OP_ADD_SCALAR && st->dti[0] == RLX_I32 && st->n == 1;
 }
 
+/* Is an input of step i an all-reduce's output (the last write of its bytes before i)? */
 static int reads_all_reduce(const gpu_exe *x, int i)
 {
     const gpu_step *a = &x->steps[i];
