@@ -19,6 +19,9 @@
 #     persist  bench/gpu-persist/persist.cu (the one-kernel-a-token prototype) built with nvcc
 #            (PERSISTFLAGS, e.g. -DPHASE_TIMING), one run per "shape:arg,arg,..." in PERSIST
 #            (default the ring 4 x 32 KB on 1b32k and 188m)
+#     gemv   bench/gpu-gemv/gemv_bench.cu (one-row GEMVs of the decode shapes: main's k_gemv, the
+#            streaming form and a plain read of the same bytes), the binary carried as
+#            .gpu-bench/gemv_bench or built here with nvcc; GEMVONLY picks shapes by name
 # e.g. AB1="off:RLX_GPU_PDL=0 on:" tools/gpu-ab.sh .gpu ab  (the device tool's run, carrying .gpu)
 set -u
 dir=${1:?usage: tools/gpu-ab.sh DIR MODES}
@@ -107,6 +110,16 @@ if [[ ,$modes, == *,san,* ]]; then
   echo "==== sanitizer ${SANT:-memcheck}"
   envrun "X=1${SANENV:+,$SANENV}" timeout ${SANTO:-300} /usr/local/cuda/bin/compute-sanitizer --tool ${SANT:-memcheck} \
      --error-exitcode 9 ./tests/test_gpu_ops > $out/san.log 2>&1; echo "san rc=$?"; tail -5 $out/san.log
+fi
+if [[ ,$modes, == *,gemv,* ]]; then
+  gb=$top/.gpu-bench/gemv_bench
+  if [ ! -x "$gb" ]; then
+    gb=/tmp/gemv_bench
+    /usr/local/cuda/bin/nvcc -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -I "$top/plugins/backends/gpu" \
+      -I "$top/framework/include" -o "$gb" "$top/bench/gpu-gemv/gemv_bench.cu" > /tmp/gemv-nvcc.log 2>&1 ||
+      { echo "gemv: nvcc failed"; tail -5 /tmp/gemv-nvcc.log; }
+  fi
+  [ -x "$gb" ] && timeout 240 "$gb" ${GEMVONLY:-} 2>&1 | tee "$out/gemv.log"
 fi
 if [[ ,$modes, == *,persist,* ]]; then # PERSIST="shape:arg,arg,..."
   pb=/tmp/persist-build; mkdir -p "$pb" # the binary stays on the GPU machine

@@ -51,6 +51,12 @@ typedef hipEvent_t gpuEvent_t;
 #define gpuEventSynchronize hipEventSynchronize
 #define gpuEventElapsedTime hipEventElapsedTime
 #define gpuMemGetInfo hipMemGetInfo
+#define gpuGetDevice hipGetDevice
+#define gpuOccupancyMaxActiveBlocksPerMultiprocessor(b, k, t, m) \
+    hipOccupancyMaxActiveBlocksPerMultiprocessor((b), (const void *)(k), (t), (m))
+#define gpuFuncSetMaxDynSmem(k, n) hipFuncSetAttribute((const void *)(k), hipFuncAttributeMaxDynamicSharedMemorySize, (n))
+#define gpuDevAttrSmCount hipDeviceAttributeMultiprocessorCount
+#define gpuDeviceGetAttribute hipDeviceGetAttribute
 #define RLX_GPU_VENDOR "rocm"
 #define RLX_GPU_COUNT_FN "hipGetDeviceCount"
 #define RLX_SHFL_XOR(v, m, w) __shfl_xor((v), (m), (w))
@@ -95,6 +101,11 @@ typedef cudaEvent_t gpuEvent_t;
 #define gpuEventSynchronize cudaEventSynchronize
 #define gpuEventElapsedTime cudaEventElapsedTime
 #define gpuMemGetInfo cudaMemGetInfo
+#define gpuGetDevice cudaGetDevice
+#define gpuOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
+#define gpuFuncSetMaxDynSmem(k, n) cudaFuncSetAttribute((k), cudaFuncAttributeMaxDynamicSharedMemorySize, (n))
+#define gpuDevAttrSmCount cudaDevAttrMultiProcessorCount
+#define gpuDeviceGetAttribute cudaDeviceGetAttribute
 #define RLX_GPU_VENDOR "cuda"
 #define RLX_GPU_COUNT_FN "cudaGetDeviceCount"
 #define RLX_SHFL_XOR(v, m, w) __shfl_xor_sync(0xffffffffu, (v), (m), (w))
