@@ -5,6 +5,7 @@
  *   nvcc -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -I plugins/backends/gpu \
  *        -I framework/include -o gemv_bench bench/gpu-gemv/gemv_bench.cu */
 #include "k_gemv.cu"
+#include "k_gemv_stream.cu"
 
 #include <math.h>
 #include <stdio.h>
@@ -158,12 +159,15 @@ int main(int argc, char **argv)
             ref[n] = sh.glu ? a / (1 + exp(-a)) * b : a + (sh.res ? bf(hyr[n]) : 0.0);
         }
         printf("%-14s K %6lld N %6lld  %7.2f MB", sh.name, (long long)K, (long long)Nt, wbytes / 1e6);
-        /* main; the streaming form as chosen; without a norm also each KS forced */
-        static const int modes[][2] = {{0, -1}, {2, -1}, {2, 0}, {2, 1}, {2, 2}, {2, 3}};
-        for (int mi = 0; mi < (sh.norm ? 2 : 6); mi++) {
-            const int mode = modes[mi][0];
-            ((gv_opts *)gv_opt())->stream = mode;
-            ((gv_opts *)gv_opt())->stream_ks = modes[mi][1];
+        /* k_gemv, then the streaming form (its parts a column as chosen, or forced: GEMVKS=1|2|4|8;
+         * GEMVALL=1: also the products without a norm, which do not take it in the backend) */
+        const char *ks = getenv("GEMVKS");
+        const int ksv = ks ? atoi(ks) : 0, ksi = ksv == 1 ? 0 : ksv == 2 ? 1 : ksv == 4 ? 2 : ksv == 8 ? 3 : -1;
+        static const char *mname[] = {"main", "stream"};
+        const int all = getenv("GEMVALL") != NULL;
+        for (int mi = 0; mi < (sh.norm || all ? 2 : 1); mi++) {
+            ((gv_opts *)gv_opt())->stream = mi ? 2 : 0;
+            ((gv_opts *)gv_opt())->stream_ks = ksi;
             CK(cudaMemsetAsync(y, 0, Nt * 2, s));
             launch(0);
             CK(cudaStreamSynchronize(s));
@@ -190,9 +194,7 @@ int main(int argc, char **argv)
             float ms;
             CK(cudaEventElapsedTime(&ms, e0, e1));
             const double us = ms * 1e3 / (reps * L);
-            static const char *ksn[] = {"1", "2", "4", "8"};
-            printf("\n    %-10s %7.2f us %5.2f TB/s err %.1e", mode == 0 ? "main" : modes[mi][1] < 0 ? "stream" : ksn[modes[mi][1]],
-                   us, wbytes / us / 1e6, err / mx);
+            printf("\n    %-10s %7.2f us %5.2f TB/s err %.1e", mname[mi], us, wbytes / us / 1e6, err / mx);
             CK(cudaGraphExecDestroy(ge));
             CK(cudaGraphDestroy(gr));
         }
