@@ -95,6 +95,42 @@ __device__ __forceinline__ void gv_sum_last(const gpu_ten &x, const gv_segs &sg)
         *sg.last = 0;
 }
 
+/* x's row into xsm4 as floats by the whole block (NW warps at most): x + xres rounded as the
+ * add stores it (xres.p set), times g (nrm); returns the block's sum of squares of the row
+ * before g (0 without a norm). Ends in a block barrier: the row is whole. */
+template <int NW>
+__device__ __forceinline__ float gv_build_row(const gpu_ten &x, const gv_segs &sg, int64_t K, bool nrm, float4 *xsm4)
+{
+    __shared__ float wss[NW];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (int)(blockDim.x >> 5);
+    float ss = 0.0f;
+    for (int64_t k = (int64_t)threadIdx.x * 8; k < K; k += (int64_t)blockDim.x * 8) {
+        float xf[8], gf[8];
+        x8_load_add(x, sg.xres, sg.xsum.dt, k, xf);
+        if (nrm) {
+            x8_load(sg.g, k, gf);
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                ss += xf[e] * xf[e];
+                xf[e] *= sg.add_one ? 1.0f + gf[e] : gf[e];
+            }
+        }
+        xsm4[k / 4] = make_float4(xf[0], xf[1], xf[2], xf[3]);
+        xsm4[k / 4 + 1] = make_float4(xf[4], xf[5], xf[6], xf[7]);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        ss += RLX_SHFL_XOR(ss, o, 32);
+    if (lane == 0)
+        wss[warp] = ss;
+    __syncthreads();
+    ss = 0.0f;
+#pragma unroll
+    for (int w = 0; w < NW; w++)
+        ss += w < nw ? wss[w] : 0.0f;
+    return ss;
+}
+
 /* k_gemv_stream.cu: one row of 16-bit weights (wdt) after a norm (sg.g set), VEC, K * 4 <=
  * GS_ROW_MAX; ks: its warps a column forced (0..3: 1, 2, 4, 8; -1: chosen) */
 #define GS_ROW_MAX (64 << 10) /* bytes of x's row a block keeps (K <= 16,384) */

@@ -67,29 +67,7 @@ __global__ __launch_bounds__((MB == 1 ? GV_WARPS_MAX : GV_WARPS) * 32) static vo
     extern __shared__ float4 xsm4[];
     float ssb = 0.0f; /* pre: the row's sum of squares (the normed row: xsm4) */
     if (pre) {
-        __shared__ float wss[GV_WARPS_MAX];
-        for (int64_t k = (int64_t)threadIdx.x * 8; k < K; k += (int64_t)blockDim.x * 8) {
-            float xf[8], gf[8];
-            x8_load_add(x, sg.xres, sg.xsum.dt, k, xf);
-            x8_load(sg.g, k, gf);
-#pragma unroll
-            for (int e = 0; e < 8; e++) {
-                ssb += xf[e] * xf[e];
-                xf[e] *= sg.add_one ? 1.0f + gf[e] : gf[e];
-            }
-            xsm4[k / 4] = make_float4(xf[0], xf[1], xf[2], xf[3]);
-            xsm4[k / 4 + 1] = make_float4(xf[4], xf[5], xf[6], xf[7]);
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            ssb += RLX_SHFL_XOR(ssb, o, 32);
-        if (lane == 0)
-            wss[warp] = ssb;
-        __syncthreads();
-        ssb = 0.0f;
-#pragma unroll
-        for (int w = 0; w < GV_WARPS_MAX; w++)
-            ssb += w < nw ? wss[w] : 0.0f;
+        ssb = gv_build_row<GV_WARPS_MAX>(x, sg, K, true, xsm4);
         if (sg.last) /* the sum over x or the residual: stored once every block has read both */
             gv_sum_last(x, sg);
     }

@@ -53,34 +53,7 @@ __global__ __launch_bounds__(GS_WARPS * 32) static void k_gemv_stream(gpu_ten x,
     if (sg.xres.p && !sg.last) /* the add's sum as the add kernel stores it */
         for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < K; i += (int64_t)gridDim.x * blockDim.x)
             stt(sg.xsum, i, ldt(x, i) + ldt(sg.xres, i));
-    float ssb = 0.0f;
-    for (int64_t k = (int64_t)threadIdx.x * 8; k < K; k += (int64_t)blockDim.x * 8) {
-        float xf[8], gf[8];
-        x8_load_add(x, sg.xres, sg.xsum.dt, k, xf);
-        if (nrm) {
-            x8_load(sg.g, k, gf);
-#pragma unroll
-            for (int e = 0; e < 8; e++) {
-                ssb += xf[e] * xf[e];
-                xf[e] *= sg.add_one ? 1.0f + gf[e] : gf[e];
-            }
-        }
-        xsm4[k / 4] = make_float4(xf[0], xf[1], xf[2], xf[3]);
-        xsm4[k / 4 + 1] = make_float4(xf[4], xf[5], xf[6], xf[7]);
-    }
-    {
-        __shared__ float wss[GS_WARPS];
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            ssb += RLX_SHFL_XOR(ssb, o, 32);
-        if (lane == 0)
-            wss[warp] = ssb;
-        __syncthreads(); /* the row is whole */
-        ssb = 0.0f;
-#pragma unroll
-        for (int w = 0; w < GS_WARPS; w++)
-            ssb += wss[w];
-    }
+    const float ssb = gv_build_row<GS_WARPS>(x, sg, K, nrm, xsm4); /* the row is whole */
     if (sg.last) /* the sum over x or the residual: stored once every block has read both */
         gv_sum_last(x, sg);
     const float rn = nrm ? rsqrtf(ssb / (float)K + sg.eps) : 1.0f;
