@@ -50,6 +50,98 @@ __global__ void k_read(const uint4 *p, int64_t n, unsigned *sink)
         *sink = a;
 }
 
+/* A prototype, not in the backend: the one-row product without a norm (o, down: the residual
+ * in the epilogue) split stream-K. The N·R rounds of 1,024 elements (R a column) are cut into
+ * one contiguous run a warp over the resident grid (SU vectors a lane a round), so every warp streams the same bytes
+ * whatever N and K; two register sets keep a round in flight across the columns' ends. A
+ * column whose rounds span several warps has each one's partial sum in its slot (its warp
+ * less the column's first), and the warp whose rounds complete the column's count sums the
+ * slots in order (deterministic), applies the epilogue and zeroes the count. */
+template <int WD, int SU>
+__global__ __launch_bounds__(256) void k_gemv_sk(gpu_ten x, const void *__restrict__ w, gpu_ten res, gpu_ten y,
+                                                 int pdt, int64_t N, int64_t K, float *part, unsigned *cnt, int cmax)
+{
+    const int lane = threadIdx.x & 31;
+    constexpr int64_t RE = 256 * SU; /* elements a round */
+    const int64_t R = (K + RE - 1) / RE, T = N * R, W = (int64_t)gridDim.x * (blockDim.x >> 5);
+    const int64_t gw = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const int64_t t0 = gw * T / W, t1 = (gw + 1) * T / W;
+    auto wof = [&](int64_t t) { return ((t + 1) * W - 1) / T; }; /* the warp whose run holds round t */
+    pk8<WD> A[SU], B[SU];
+    int64_t lt = t0;
+    auto load = [&](pk8<WD> *S) {
+        const int64_t n = lt / R, k0 = (lt % R) * RE + lane * 8;
+#pragma unroll
+        for (int u = 0; u < SU; u++)
+            if (k0 + u * 256 < K)
+                S[u] = pk8_load<WD>(w, n * K + k0 + u * 256);
+        lt++;
+    };
+    if (t0 < t1)
+        load(A);
+    if (t0 + 1 < t1)
+        load(B);
+    float acc = 0.0f;
+    int64_t cs = t0; /* the first round of the current column in this run */
+    auto dots = [&](const pk8<WD> *S, int64_t t) {
+        const int64_t n = t / R, k0 = (t % R) * RE + lane * 8;
+#pragma unroll
+        for (int u = 0; u < SU; u++) {
+            const int64_t k = k0 + u * 256;
+            if (k < K) {
+                float wf[8], xf[8];
+                pk8_unpack<WD>(S[u], wf);
+                x8_load(x, k, xf);
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    acc += wf[e] * xf[e];
+            }
+        }
+        if (t % R != R - 1 && t != t1 - 1)
+            return;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            acc += RLX_SHFL_XOR(acc, o, 32);
+        const int64_t c0 = n * R, c1 = c0 + R;
+        float v = acc;
+        bool fin = cs == c0 && t == c1 - 1; /* the whole column in this run */
+        if (!fin) {
+            const int64_t wf0 = wof(c0);
+            unsigned old = 0;
+            if (lane == 0) {
+                part[n * cmax + (gw - wf0)] = acc;
+                __threadfence();
+                old = atomicAdd(&cnt[n], (unsigned)(t + 1 - cs));
+            }
+            old = __shfl_sync(0xffffffffu, old, 0);
+            fin = old + (unsigned)(t + 1 - cs) == (unsigned)R;
+            if (fin) {
+                __threadfence();
+                v = 0.0f;
+                const int64_t nc = wof(c1 - 1) - wf0 + 1;
+                for (int64_t j = 0; j < nc; j++)
+                    v += ((volatile float *)part)[n * cmax + j];
+                if (lane == 0)
+                    cnt[n] = 0;
+            }
+        }
+        if (fin && lane == 0)
+            stt(y, n, (res.p ? ldt(res, n) : 0.0f) + round_to(pdt, v));
+        acc = 0.0f;
+        cs = t + 1;
+    };
+    for (int64_t t = t0; t < t1; t += 2) {
+        dots(A, t);
+        if (t + 2 < t1)
+            load(A);
+        if (t + 1 >= t1)
+            break;
+        dots(B, t + 1);
+        if (t + 3 < t1)
+            load(B);
+    }
+}
+
 static float bf(uint16_t h)
 {
     uint32_t u = (uint32_t)h << 16;
@@ -113,6 +205,24 @@ int main(int argc, char **argv)
         k_fill<<<64, 256, 0, s>>>(g, K, 4, 1.0f);
         k_fill<<<64, 256, 0, s>>>(yr, Nt, 5, 1.0f);
         CK(cudaStreamSynchronize(s));
+        /* the stream-K prototype's grid, slots and counters (products without a norm) */
+        int sk_mode = 0, sk_grid[2] = {0, 0}, sk_cmax = 1, occ = 0;
+        CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_gemv_sk<GDT_BF16, 4>, 256, 0));
+        sk_grid[0] = occ * pr.multiProcessorCount;
+        CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_gemv_sk<GDT_BF16, 8>, 256, 0));
+        sk_grid[1] = occ * pr.multiProcessorCount;
+        for (int i = 0; i < 2; i++) {
+            const int64_t R = (K + (1024 << i) - 1) / (1024 << i), T = Nt * R, W = (int64_t)sk_grid[i] * 8;
+            for (int64_t n = 0; n < Nt; n++) {
+                const int64_t a = ((n * R + 1) * W - 1) / T, b = (((n + 1) * R) * W - 1) / T;
+                sk_cmax = (int)std::max<int64_t>(sk_cmax, b - a + 1);
+            }
+        }
+        float *sk_part;
+        unsigned *sk_cnt;
+        CK(cudaMalloc(&sk_part, Nt * sk_cmax * 4));
+        CK(cudaMalloc(&sk_cnt, Nt * 4));
+        CK(cudaMemset(sk_cnt, 0, Nt * 4));
         auto launch = [&](int c) {
             const uint16_t *wc = w + (int64_t)c * welems;
             gpu_gemv_seg seg[3];
@@ -124,6 +234,14 @@ int main(int argc, char **argv)
             }
             gpu_gemv_norm nr = {{g, GDT_BF16}, 1e-5f, 0, {xr, GDT_BF16}, {xs, GDT_BF16}, NULL};
             gpu_ten wu = {sh.glu ? (void *)(wc + Nt * K) : NULL, GDT_BF16};
+            if (sk_mode) {
+                const gpu_ten xt = {x, GDT_BF16}, rt = {sh.res ? (void *)yr : NULL, GDT_BF16}, yt = {y, GDT_BF16};
+                if (sk_mode == 1)
+                    k_gemv_sk<GDT_BF16, 4><<<sk_grid[0], 256, 0, s>>>(xt, wc, rt, yt, GDT_BF16, Nt, K, sk_part, sk_cnt, sk_cmax);
+                else
+                    k_gemv_sk<GDT_BF16, 8><<<sk_grid[1], 256, 0, s>>>(xt, wc, rt, yt, GDT_BF16, Nt, K, sk_part, sk_cnt, sk_cmax);
+                return;
+            }
             gpu_gemv_multi(s, {x, GDT_BF16}, wu, seg, sh.nseg, 1, K, sh.norm ? &nr : NULL);
         };
         /* the reference: double sums over the bf16 values, as the kernels round x + xres */
@@ -163,9 +281,12 @@ int main(int argc, char **argv)
          * GEMVALL=1: also the products without a norm, which do not take it in the backend) */
         const char *ks = getenv("GEMVKS");
         const int ksv = ks ? atoi(ks) : 0, ksi = ksv == 1 ? 0 : ksv == 2 ? 1 : ksv == 4 ? 2 : ksv == 8 ? 3 : -1;
-        static const char *mname[] = {"main", "stream"};
+        static const char *mname[] = {"main", "stream", "stream-K", "stream-K8"};
         const int all = getenv("GEMVALL") != NULL;
-        for (int mi = 0; mi < (sh.norm || all ? 2 : 1); mi++) {
+        for (int mi = 0; mi < 4; mi++) {
+            if ((mi == 1 && !sh.norm && !all) || (mi >= 2 && (sh.norm || sh.glu || sh.nseg > 1)))
+                continue;
+            sk_mode = mi >= 2 ? mi - 1 : 0;
             ((gv_opts *)gv_opt())->stream = mi ? 2 : 0;
             ((gv_opts *)gv_opt())->stream_ks = ksi;
             CK(cudaMemsetAsync(y, 0, Nt * 2, s));
@@ -195,6 +316,8 @@ int main(int argc, char **argv)
             CK(cudaEventElapsedTime(&ms, e0, e1));
             const double us = ms * 1e3 / (reps * L);
             printf("\n    %-10s %7.2f us %5.2f TB/s err %.1e", mname[mi], us, wbytes / us / 1e6, err / mx);
+            if (sk_mode)
+                printf(" (grid %d)", sk_grid[sk_mode - 1]);
             CK(cudaGraphExecDestroy(ge));
             CK(cudaGraphDestroy(gr));
         }
@@ -210,7 +333,8 @@ int main(int argc, char **argv)
         const double us = ms * 1e3 / L;
         printf("\n    read       %7.2f us %5.2f TB/s\n", us, wbytes / us / 1e6);
         fflush(stdout);
-        for (void *p : {(void *)w, (void *)x, (void *)xr, (void *)xs, (void *)g, (void *)y, (void *)yr})
+        for (void *p : {(void *)w, (void *)x, (void *)xr, (void *)xs, (void *)g, (void *)y, (void *)yr, (void *)sk_part,
+                        (void *)sk_cnt})
             CK(cudaFree(p));
     }
     return 0;
