@@ -95,6 +95,28 @@ __device__ __forceinline__ void gv_sum_last(const gpu_ten &x, const gv_segs &sg)
         *sg.last = 0;
 }
 
+/* the add's sum x + xres as the add kernel stores it, an element a thread over the grid */
+__device__ __forceinline__ void gv_store_sum(const gpu_ten &x, const gv_segs &sg, int64_t K)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < K; i += (int64_t)gridDim.x * blockDim.x)
+        stt(sg.xsum, i, ldt(x, i) + ldt(sg.xres, i));
+}
+
+/* column n of segment si, stored at i: SwiGLU of the gate and up products (a, u), or a plus
+ * the bias; then the residual add over the product rounded as a matmul stores it */
+template <bool GLU>
+__device__ __forceinline__ void gv_store(const gv_segs &sg, int si, int64_t n, int64_t i, float a, float u)
+{
+    float v = a;
+    if (GLU)
+        v = silu_f(a) * u;
+    else if (sg.bias[si].p)
+        v += ldt(sg.bias[si], n);
+    if (sg.res[si].p)
+        v = ldt(sg.res[si], i) + round_to(sg.pdt[si], v);
+    stt(sg.y[si], i, v);
+}
+
 /* x's row into xsm4 as floats by the whole block (NW warps at most): x + xres rounded as the
  * add stores it (xres.p set), times g (nrm); returns the block's sum of squares of the row
  * before g (0 without a norm). Ends in a block barrier: the row is whole. */

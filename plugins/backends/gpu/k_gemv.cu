@@ -61,9 +61,8 @@ __global__ __launch_bounds__((MB == 1 ? GV_WARPS_MAX : GV_WARPS) * 32) static vo
         }
     }
     RLX_PDL_WAIT(); /* x, bias and residual may come from the kernel before */
-    if (MB == 1 && sg.xres.p && !(pre && sg.last)) /* the add's sum as the add kernel stores it, an element a thread */
-        for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < K; i += (int64_t)gridDim.x * blockDim.x)
-            stt(sg.xsum, i, ldt(x, i) + ldt(sg.xres, i));
+    if (MB == 1 && sg.xres.p && !(pre && sg.last))
+        gv_store_sum(x, sg, K);
     extern __shared__ float4 xsm4[];
     float ssb = 0.0f; /* pre: the row's sum of squares (the normed row: xsm4) */
     if (pre) {
@@ -172,21 +171,13 @@ __global__ __launch_bounds__((MB == 1 ? GV_WARPS_MAX : GV_WARPS) * 32) static vo
     }
     if (!live) /* a warp past the columns that stayed for the prologue's barrier */
         return;
-    const gpu_ten bias = sg.bias[si], y = sg.y[si], res = sg.res[si];
     if (lane == 0)
 #pragma unroll
         for (int m = 0; m < MB; m++) {
             if (m >= M)
                 continue;
             const float r = nrm ? rsqrtf((pre ? ssb : ss[m]) / (float)K + sg.eps) : 1.0f;
-            float v = acc[m] * r;
-            if (GLU)
-                v = silu_f(v) * (accu[GLU ? m : 0] * r);
-            else if (bias.p)
-                v += ldt(bias, n);
-            if (res.p) /* the product as a matmul stores it, then the add */
-                v = ldt(res, (int64_t)m * N + n) + round_to(sg.pdt[si], v);
-            stt(y, (int64_t)m * N + n, v);
+            gv_store<GLU>(sg, si, n, (int64_t)m * N + n, acc[m] * r, GLU ? accu[GLU ? m : 0] * r : 0.0f);
         }
 }
 

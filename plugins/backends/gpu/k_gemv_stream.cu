@@ -50,9 +50,8 @@ __global__ __launch_bounds__(GS_WARPS * 32) static void k_gemv_stream(gpu_ten x,
         if (T > 1)
             load(B);
     }
-    if (sg.xres.p && !sg.last) /* the add's sum as the add kernel stores it */
-        for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < K; i += (int64_t)gridDim.x * blockDim.x)
-            stt(sg.xsum, i, ldt(x, i) + ldt(sg.xres, i));
+    if (sg.xres.p && !sg.last)
+        gv_store_sum(x, sg, K);
     const float ssb = gv_build_row<GS_WARPS>(x, sg, K, nrm, xsm4); /* the row is whole */
     if (sg.last) /* the sum over x or the residual: stored once every block has read both */
         gv_sum_last(x, sg);
@@ -109,15 +108,7 @@ __global__ __launch_bounds__(GS_WARPS * 32) static void k_gemv_stream(gpu_ten x,
             if (part == 0 && lane == 0 && n0 < Nt) {
                 int64_t n = n0, N;
                 const int si = gemv_seg(sg, &n, &N);
-                const gpu_ten bias = sg.bias[si], y = sg.y[si], res = sg.res[si];
-                float v = acc * rn;
-                if (GLU)
-                    v = silu_f(v) * (accu * rn);
-                else if (bias.p)
-                    v += ldt(bias, n);
-                if (res.p) /* the product as a matmul stores it, then the add */
-                    v = ldt(res, n) + round_to(sg.pdt[si], v);
-                stt(y, n, v);
+                gv_store<GLU>(sg, si, n, n, acc * rn, accu * rn);
             }
             acc = accu = 0.0f;
         }
@@ -168,8 +159,16 @@ static void gs_launch_ks(gpuStream_t s, gpu_ten x, const gv_segs &sg, const void
                    dim3(GS_WARPS * 32), (size_t)K * 4, s, x, sg, wu, K, groups);
 }
 
-/* KS: the fewest parts a column whose last round of groups keeps >= 90 % of the resident
- * blocks busy (else the best of 1, 2, 4, 8); the grid: the resident blocks */
+/* blocks an SM holds of the instance with 1 << i warps a column */
+template <int WD, bool GLU> static int gs_resident_i(int i, int64_t K)
+{
+    return i == 0 ? gs_resident<WD, GLU, 1>(K) : i == 1 ? gs_resident<WD, GLU, 2>(K)
+         : i == 2 ? gs_resident<WD, GLU, 4>(K) : gs_resident<WD, GLU, 8>(K);
+}
+
+/* KS = 1 << i: the fewest parts a column whose last round of groups keeps >= 90 % of the
+ * resident blocks busy (else the best of 1, 2, 4, 8), unless ks forces it; the grid: the
+ * resident blocks */
 template <int WD, bool GLU>
 static void gs_launch(gpuStream_t s, gpu_ten x, const gv_segs &sg, const void *wu, int64_t K, int ks)
 {
@@ -178,21 +177,18 @@ static void gs_launch(gpuStream_t s, gpu_ten x, const gv_segs &sg, const void *w
     if (gpuDeviceGetAttribute(&sms, gpuDevAttrSmCount, dev) != gpuSuccess || sms < 1)
         sms = 1;
     const int64_t Nt = sg.end[sg.n - 1];
-    const int res[4] = {gs_resident<WD, GLU, 1>(K), gs_resident<WD, GLU, 2>(K), gs_resident<WD, GLU, 4>(K),
-                        gs_resident<WD, GLU, 8>(K)};
-    int best = ks;
-    double beff = best >= 0 ? 2.0 : -1.0;
-    best = best < 0 ? 0 : best;
-    for (int i = 0; i < 4 && beff < 1.5 && (i == 0 || K >= (int64_t)256 << i); i++) {
-        const int64_t cpg = GS_WARPS >> i, groups = (Nt + cpg - 1) / cpg, gmax = (int64_t)res[i] * sms;
-        const int64_t iters = (groups + gmax - 1) / gmax;
+    int best = ks < 0 ? 0 : ks;
+    double beff = -1.0;
+    for (int i = 0; ks < 0 && i < 4 && (i == 0 || K >= (int64_t)256 << i); i++) {
+        const int64_t cpg = GS_WARPS >> i, groups = (Nt + cpg - 1) / cpg;
+        const int64_t gmax = (int64_t)gs_resident_i<WD, GLU>(i, K) * sms, iters = (groups + gmax - 1) / gmax;
         const double eff = (double)groups / (double)(gmax * iters);
         if (eff > beff + 1e-9)
             best = i, beff = eff;
         if (eff >= 0.9)
             break;
     }
-    const int64_t grid = (int64_t)res[best] * sms;
+    const int64_t grid = (int64_t)gs_resident_i<WD, GLU>(best, K) * sms;
     if (best == 0)
         gs_launch_ks<WD, GLU, 1>(s, x, sg, wu, K, grid);
     else if (best == 1)
