@@ -42,15 +42,18 @@ def main():
         dur = statistics.median((x[i][1] - x[i][0]) / 1e3 for x in reps)
         inc = statistics.median((x[i][1] - (x[i - 1][1] if i else x[i][0])) / 1e3 for x in reps)
         table.append((reps[0][i][3][:60], dur, inc))
-    if '--layer' in a:  # the repeating block: rows between two launches of the first GEMV
+    if '--layer' in a:  # the repeating block: from the first kernel that recurs to its next launch
         names = [t[0] for t in table]
         first = next(i for i, t in enumerate(names) if names.count(t) > 1 and i > 0)
         period = next(i for i in range(first + 1, n) if names[i] == names[first]) - first
         layers = (n - first) // period
+        layer = 0.0
         for k in range(period):
             sel = [table[first + L * period + k] for L in range(layers)]
-            print(f'{sel[0][0]:60s} {statistics.mean(s[1] for s in sel):7.2f} {statistics.mean(s[2] for s in sel):7.2f}')
-        print(f'a layer: {sum(statistics.mean(table[first + L * period + k][2] for L in range(layers)) for k in range(period)):.1f} us of increments, {layers} layers')
+            dur, inc = statistics.mean(s[1] for s in sel), statistics.mean(s[2] for s in sel)
+            layer += inc
+            print(f'{sel[0][0]:60s} {dur:7.2f} {inc:7.2f}')
+        print(f'a layer: {layer:.1f} us of increments, {layers} layers')
     else:
         for t in table:
             print(f'{t[0]:60s} {t[1]:7.2f} {t[2]:7.2f}')
