@@ -4,17 +4,8 @@ replays of the graph with the most kernels, split at each k_embedding launch; fo
 position in a replay the median duration and the median 'end minus the previous kernel's
 end' (what the kernel adds to the token), over the last --last replays.
   layer_table.py kt-188m.csv.xz [--last 20] [--layer]   (--layer: one layer's rows, averaged)"""
-import collections, lzma, statistics, sys
-
-
-def rows(path):
-    op = lzma.open if path.endswith('.xz') else open
-    with op(path, 'rt') as f:
-        for ln in f:
-            p = ln.rstrip('\n').split(',')
-            if len(p) < 9 or not p[0].isdigit():
-                continue
-            yield int(p[0]), int(p[1]), p[2], ','.join(p[7:-1]), p[-1]
+import collections, statistics, sys
+from ktrace_csv import replays, rows
 
 
 def main():
@@ -25,16 +16,8 @@ def main():
     for r in ks:
         by[(r[4], r[2])].append(r)
     key = max(by, key=lambda k: len(by[k]))
-    ev = sorted(by[key])
-    reps, cur = [], []
-    for r in ev:
-        if 'k_embedding' in r[3] and cur:
-            reps.append(cur)
-            cur = []
-        cur.append(r)
-    reps.append(cur)
-    n = collections.Counter(len(x) for x in reps).most_common(1)[0][0]
-    reps = [x for x in reps if len(x) == n][-last:]
+    reps, n = replays(sorted(by[key]))
+    reps = reps[-last:]
     print(f'graph {key[1]} on device {key[0]}: {len(reps)} replays of {n} kernels')
     tok = statistics.median(x[-1][1] - x[0][0] for x in reps) / 1e3
     table = []

@@ -6,36 +6,14 @@ and the next replay's first kernel start, each as its median start and end in µ
 last end (negative: it began while the graph still ran), over the last --last gaps that
 have the most common sequence of events.
   step_table.py kt-api.csv.xz [--last 20] [--min 16]"""
-import collections, lzma, statistics, sys
-
-
-def rows(path):
-    op = lzma.open if path.endswith('.xz') else open
-    with op(path, 'rt') as f:
-        for ln in f:
-            p = ln.rstrip('\n').split(',')
-            if len(p) < 9 or not p[0].isdigit():
-                continue
-            yield int(p[0]), int(p[1]), p[2], int(p[4]), ','.join(p[7:-1])
-
-
-def replays(ev):
-    """a graph's kernels split into replays at each k_embedding (the step's first kernel)"""
-    out, cur = [], []
-    for r in ev:
-        if 'k_embedding' in r[4] and cur:
-            out.append(cur)
-            cur = []
-        cur.append(r)
-    out.append(cur)
-    n = collections.Counter(len(x) for x in out).most_common(1)[0][0]
-    return [(x[0][0], max(k[1] for k in x)) for x in out if len(x) == n], n
+import collections, statistics, sys
+from ktrace_csv import replays, rows
 
 
 def label(r):
-    if r[4].startswith('memcpy:'):
-        return f'{r[4]} {r[3]} B'
-    return r[4][:60]
+    if r[3].startswith('memcpy:'):
+        return f'{r[3]} {r[5]} B'
+    return r[3][:60]
 
 
 def main():
@@ -45,13 +23,14 @@ def main():
     allr = sorted(rows(a[0]))
     graphs = collections.defaultdict(list)
     for r in allr:
-        if r[2] not in ('0', '') and not r[4].startswith('memcpy:'):
+        if r[2] not in ('0', '') and not r[3].startswith('memcpy:'):
             graphs[r[2]].append(r)
-    others = [r for r in allr if r[2] in ('0', '') or r[4].startswith('memcpy:')]
-    if not any(r[4].startswith('api:') for r in others):
+    others = [r for r in allr if r[2] in ('0', '') or r[3].startswith('memcpy:')]
+    if not any(r[3].startswith('api:') for r in others):
         print('no host calls in the trace: take it with RLX_KTRACE_API=1')
     for g, ev in sorted(graphs.items(), key=lambda kv: -len(kv[1])):
         reps, n = replays(ev)
+        reps = [(x[0][0], max(k[1] for k in x)) for x in reps]
         if len(reps) < mn:
             continue
         gaps = []
