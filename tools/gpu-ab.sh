@@ -14,7 +14,8 @@
 #     ktrace every kernel's GPU start and end (graph nodes too) of one rlx-bench row per
 #            "label:1b|188m|tp1|tp2:VAR=v,..." in KTV (tp1, tp2: the tpab model on --devices 0
 #            or 0,1), through bench/gpu-trace/kernel_trace.so (CUPTI; carry it built), as
-#            $OUT/kt-LABEL.csv.xz (bench/gpu-trace/layer_table.py prints its per-kernel layer table)
+#            $OUT/kt-LABEL.csv.xz (bench/gpu-trace/layer_table.py prints its per-kernel layer table;
+#            with RLX_KTRACE_API=1 in the row's VARs, step_table.py what a step does between replays)
 #     san    compute-sanitizer (SANT, default memcheck) over the conformance suite, SANENV
 #     persist  bench/gpu-persist/persist.cu (the one-kernel-a-token prototype) built with nvcc
 #            (PERSISTFLAGS, e.g. -DPHASE_TIMING), one run per "shape:arg,arg,..." in PERSIST
