@@ -31,7 +31,7 @@ static void CUPTIAPI buf_done(CUcontext ctx, uint32_t stream, uint8_t *buf, size
             const CUpti_ActivityMemcpy6 *c = (const CUpti_ActivityMemcpy6 *)r;
             fprintf(out, "%llu,%llu,%u,%llu,%llu,0,0,memcpy:%s,%u\n", (unsigned long long)c->start,
                     (unsigned long long)c->end, c->graphId, (unsigned long long)c->graphNodeId,
-                    (unsigned long long)c->bytes, kinds[c->copyKind < 11 ? c->copyKind : 0], c->deviceId);
+                    (unsigned long long)c->bytes, kinds[c->copyKind < sizeof kinds / sizeof *kinds ? c->copyKind : 0], c->deviceId);
             continue;
         }
         if (r->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {

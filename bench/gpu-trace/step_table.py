@@ -6,7 +6,7 @@ and the next replay's first kernel start, each as its median start and end in µ
 last end (negative: it began while the graph still ran), over the last --last gaps that
 have the most common sequence of events.
   step_table.py kt-api.csv.xz [--last 20] [--min 16]"""
-import collections, statistics, sys
+import bisect, collections, statistics, sys
 from ktrace_csv import replays, rows
 
 
@@ -26,6 +26,7 @@ def main():
         if r[2] not in ('0', '') and not r[3].startswith('memcpy:'):
             graphs[r[2]].append(r)
     others = [r for r in allr if r[2] in ('0', '') or r[3].startswith('memcpy:')]
+    starts = [r[0] for r in others]  # sorted: each gap looks only at events starting in it
     if not any(r[3].startswith('api:') for r in others):
         print('no host calls in the trace: take it with RLX_KTRACE_API=1')
     for g, ev in sorted(graphs.items(), key=lambda kv: -len(kv[1])):
@@ -37,7 +38,8 @@ def main():
         for (s0, e0), (s1, e1) in zip(reps, reps[1:]):
             if s1 - e0 > 5e6:  # another phase ran between them (a rep's prefill)
                 continue
-            inside = [r for r in others if r[1] > e0 and r[0] < s1 and r[0] > e0 - 3e6]
+            lo, hi = bisect.bisect_right(starts, e0 - 3e6), bisect.bisect_left(starts, s1)
+            inside = [r for r in others[lo:hi] if r[1] > e0]
             gaps.append((e0, s1, e1 - s1, inside))
         if not gaps:
             continue
