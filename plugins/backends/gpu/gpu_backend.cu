@@ -674,11 +674,13 @@ static int gpu_init(const rlx_backend_options *opt, void **out, rlx_diag *d)
         be->gemv_rows = be->gemv_rows < 1 ? 1 : be->gemv_rows > GPU_GEMV_MAX_M ? GPU_GEMV_MAX_M : be->gemv_rows;
         be->gemv_mma = !rlx_env_off("RLX_GPU_GEMV_MMA");
         be->defer_checks = !rlx_env_off("RLX_GPU_DEFER_CHECK");
+        be->up_batch = !rlx_env_off("RLX_GPU_UP_BATCH");
         be->err_at_sync = !rlx_env_off("RLX_GPU_ERR_AT_SYNC");
         const char *mk = getenv("RLX_GPU_ATTN_KEYS"); /* keys a decode attention block takes */
         be->attn_keys = mk && *mk ? atoi(mk) : 0;
         be->attn_keys = be->attn_keys < 8 ? 0 : be->attn_keys > 1024 ? 1024 : be->attn_keys;
         be->argmax_split = !rlx_env_off("RLX_GPU_ARGMAX_SPLIT");
+        be->attn_mma = !rlx_env_off("RLX_GPU_ATTN_MMA");
         be->argmax_tail = !rlx_env_off("RLX_GPU_ARGMAX_TAIL");
         const char *nr = getenv("RLX_GPU_NORM_ROWS");
         be->norm_rows = nr && *nr ? atoi(nr) : 1;
@@ -747,8 +749,10 @@ static void gpu_teardown(void *bep)
     if (!be)
         return;
     (void)gpuSetDevice(be->device);
-    if (be->stream)
+    if (be->stream) {
+        (void)gpu_up_flush(be, NULL);
         (void)gpuStreamSynchronize(be->stream);
+    }
     gpu_blas_destroy(be->blas);
     if (be->prof) {
         prof_print(be->prof);
@@ -804,13 +808,31 @@ static void *gpu_alloc(void *bep, size_t bytes, rlx_diag *d)
 static void gpu_free(void *bep, void *ptr)
 {
     (void)gpuSetDevice(((gpu_be *)bep)->device);
+    (void)gpu_up_flush((gpu_be *)bep, NULL); /* held uploads land before the memory goes */
     if (ptr)
         (void)gpuFree(ptr);
+}
+
+int gpu_up_flush(gpu_be *be, rlx_diag *d)
+{
+    if (!be->upb.n)
+        return 0;
+    const int n = be->upb.n;
+    gpu_up_scatter(be->stream, &be->upb); /* the launch copies the batch, count included */
+    be->upb.n = 0;
+    gpuError_t e = gpuGetLastError();
+    if (e != gpuSuccess) {
+        set_diag(d, RLX_ERR_DEVICE, "upload of %d small values: %s", n, gpuGetErrorString(e));
+        return RLX_ERR_DEVICE;
+    }
+    return 0;
 }
 
 static int copy_sync(gpu_be *be, void *dst, const void *src, size_t bytes, int kind,
                      const char *what, rlx_diag *d)
 {
+    if (gpu_up_flush(be, d))
+        return RLX_ERR_DEVICE;
     gpuError_t e = gpuMemcpyAsync(dst, src, bytes, (decltype(gpuMemcpyHostToDevice))kind, be->stream);
     if (e == gpuSuccess)
         e = gpuStreamSynchronize(be->stream);
@@ -830,6 +852,15 @@ static int gpu_upload_(void *bep, void *dst, const void *src, size_t bytes, rlx_
     /* from pageable memory CUDA returns once src is staged, so src may change at once: no
      * stream sync per upload (a decode step uploads its token id and positions) */
     gpu_be *be = (gpu_be *)bep;
+    if (be->up_batch && bytes <= GPU_UP_BYTES && be->upb.n < GPU_UP_N) {
+        be->upb.e[be->upb.n].dst = dst;
+        be->upb.e[be->upb.n].bytes = (int)bytes;
+        memcpy(be->upb.e[be->upb.n].b, src, bytes);
+        be->upb.n++;
+        return 0;
+    }
+    if (gpu_up_flush(be, d)) /* the held ones first: uploads land in the order made */
+        return RLX_ERR_DEVICE;
     if (be->up_ring && bytes <= GPU_UP_SMALL && be->up_off + bytes <= GPU_UP_RING) {
         char *p = be->up_ring + be->up_off;
         memcpy(p, src, bytes);
@@ -866,7 +897,9 @@ static int gpu_download(void *bep, void *dst, const void *src, size_t bytes, rlx
     double t0 = pf ? now_ms() : 0;
     gpu_be *be = (gpu_be *)bep;
     (void)gpuSetDevice(be->device);
-    int rc = gpu_queue_err_copy(be, d); /* a step's output: its error words ride the same wait */
+    int rc = gpu_up_flush(be, d);
+    if (!rc)
+        rc = gpu_queue_err_copy(be, d); /* a step's output: its error words ride the same wait */
     if (!be->stage && !rc)
         rc = copy_sync(be, dst, src, bytes, gpuMemcpyDeviceToHost, "download", d);
     /* through pinned memory: a copy into pageable memory (fresh pages most of all) runs at
@@ -889,7 +922,7 @@ static int gpu_sync(void *bep, rlx_diag *d)
 {
     gpu_be *be = (gpu_be *)bep;
     (void)gpuSetDevice(be->device);
-    if (gpu_queue_err_copy(be, d))
+    if (gpu_up_flush(be, d) || gpu_queue_err_copy(be, d))
         return RLX_ERR_DEVICE;
     gpuError_t e = gpuStreamSynchronize(be->stream);
     if (e != gpuSuccess) {
@@ -909,6 +942,7 @@ static void gpu_release(void *bep, void *exep)
     gpu_exe *x = (gpu_exe *)exep;
     if (!x)
         return;
+    (void)gpu_up_flush((gpu_be *)bep, NULL);
     if (((gpu_be *)bep)->pending == x) /* its words are not read any more */
         ((gpu_be *)bep)->pending = NULL;
     if (x->has_graph)
@@ -1014,6 +1048,7 @@ static int gpu_compile_(void *bep, const rlx_program *prog, void **out, rlx_diag
         if (st->op == OP_ATTENTION || st->op == OP_ATTN_ROWS) {
             gpu_attn *a = &st->attn;
             a->min_keys = be->attn_keys;
+            a->mma = be->attn_mma;
             if (st->op == OP_ATTENTION)
                 a->nsplit = gpu_attn_splits(a->T, a->S, a->nh, a->nkv, a->d, be->sms, a->min_keys);
             else
@@ -1141,6 +1176,8 @@ static int gpu_measure_ceilings(void *bep, rlx_ceilings *io, rlx_diag *d)
 {
     gpu_be *be = (gpu_be *)bep;
     char err[256];
+    if (gpu_up_flush(be, d))
+        return RLX_ERR_DEVICE;
     int rc = gpu_ceilings(be->device, be->stream, be->blas, io, err, sizeof err);
     if (rc) set_diag(d, rc, "%s", err);
     return rc;

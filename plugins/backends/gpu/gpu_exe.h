@@ -244,8 +244,13 @@ typedef struct gpu_be {
      * copy each, no staging by the driver; reused from the start by gpu_sync */
     char *up_ring;
     size_t up_off;
+    /* uploads of at most GPU_UP_BYTES held until the stream's next work, then written by one
+     * kernel that carries them (gpu_up_flush; RLX_GPU_UP_BATCH=0: a copy each) */
+    int up_batch;
+    gpu_up_batch upb;
     int defer_checks; /* RLX_GPU_DEFER_CHECK=0: read them in execute, as before */
     int attn_keys;    /* RLX_GPU_ATTN_KEYS: keys a decode attention block takes (0: the kernel's) */
+    int attn_mma;     /* 16-bit decode attention on tensor cores (RLX_GPU_ATTN_MMA=0: off) */
     int argmax_split; /* RLX_GPU_ARGMAX_SPLIT=0: one block an argmax row */
     int argmax_tail;  /* FUSE_ARGMAX_TAIL (RLX_GPU_ARGMAX_TAIL=0: off) */
     struct gpu_prof *prof; /* RLX_GPU_PROFILE=1 */
@@ -274,6 +279,8 @@ typedef struct gpu_prof {
 } gpu_prof;
 
 /* gpu_backend.cu */
+/* the held small uploads written, on the stream before anything queued after: 0 or a device error */
+int gpu_up_flush(gpu_be *be, rlx_diag *d);
 /* "<vendor>: " and the message into d, with code (d NULL: nothing) */
 void set_diag(rlx_diag *d, int code, const char *fmt, ...) RLX_PRINTF(3, 4);
 /* f32, f16 or bf16 */

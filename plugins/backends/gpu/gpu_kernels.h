@@ -27,6 +27,19 @@ enum gpu_binary_op { GB_ADD, GB_SUB, GB_MUL, GB_SWIGLU, GB_GEGLU_TANH };
 enum { GPU_ERR_NONE = 0, GPU_ERR_EMBED_ID = 1, GPU_ERR_CACHE_ROWS = 2, GPU_ERR_ROW_SLOT = 3 };
 
 void gpu_unary_t(gpuStream_t s, int op, gpu_ten x, gpu_ten y, int64_t n, float p);
+/* small uploads (a decode step's token id and positions) carried as one kernel's parameters:
+ * one launch where each would be a copy of its own on the stream before the step */
+#define GPU_UP_N 8      /* uploads a batch holds */
+#define GPU_UP_BYTES 56 /* bytes an upload may have */
+typedef struct gpu_up_batch {
+    int n;
+    struct {
+        void *dst;
+        int bytes;
+        unsigned char b[GPU_UP_BYTES];
+    } e[GPU_UP_N];
+} gpu_up_batch;
+void gpu_up_scatter(gpuStream_t s, const gpu_up_batch *b);
 void gpu_add_i32(gpuStream_t s, const int32_t *x, int32_t *y, int64_t n, int32_t v); /* positions */
 /* b has nb elements and broadcasts over the leading dims of a (n % nb == 0) */
 void gpu_binary_t(gpuStream_t s, int op, gpu_ten a, gpu_ten b, gpu_ten y, int64_t n, int64_t nb);
@@ -143,7 +156,8 @@ typedef struct gpu_attn {
     const int32_t *slots;
     int P, node;
     int *err;
-    int min_keys; /* decode: keys a block takes before a row splits over more (0: 32) */
+    int min_keys; /* decode: keys a block takes before a row splits over more (0: the kernel's) */
+    int mma;      /* decode on tensor cores where it can (RLX_GPU_ATTN_MMA=0: the SIMT kernel) */
 } gpu_attn;
 #define GPU_ATTN_MAX_D 512
 /* decode rows (T <= GPU_ATTN_DECODE_T) split the keys over up to nsplit blocks */

@@ -671,6 +671,8 @@ int gpu_execute(void *bep, void *exep, void *const *vp, rlx_diag *d)
     gpu_be *be = (gpu_be *)bep;
     gpu_exe *x = (gpu_exe *)exep;
     (void)gpuSetDevice(be->device); /* ranks of a tensor-parallel run share a thread at times */
+    if (gpu_up_flush(be, d)) /* the step's token id and positions: one launch before it */
+        return RLX_ERR_DEVICE;
     /* this run's copy of the words overwrites what another program left; runs of the same
      * program chain on (greedy generation queues its steps), their first error kept */
     int prc = be->pending != x ? gpu_check_pending(be, 0, d) : 0;

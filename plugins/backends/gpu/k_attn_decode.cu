@@ -8,7 +8,7 @@
  * Within a block, 8 warps take groups of KU keys (every load of a group in flight before
  * the first use) with an online softmax per warp and head. Each lane owns ND consecutive
  * head dims (head dim <= 32*ND). */
-#include "gpu_dtype.h"
+#include "gpu_mma.h"
 
 #define AD_WARPS 8 /* a block's warps: the latency of one warp's chain is what a block costs */
 #define AD_GH 4         /* query heads a block serves */
@@ -330,6 +330,211 @@ __global__ __launch_bounds__(AD_WARPS * 32) static void k_attn_gqa(gpu_attn a, u
     finish<DP>(a, cnt, t, hg, sp, h0, gn, ns, sm_m, sm_l, sm_acc);
 }
 
+#if !defined(RLX_GPU_HIP)
+/* The same work on tensor cores (16-bit q, k, v of one dtype, d 64 or 128): a block's keys
+ * are split into tiles of DM_BK, warp w taking tiles w, w + 8, ...; each warp copies its
+ * tiles into its own NS shared-memory stages (cp.async; the rows before pos before the wait,
+ * as above), then runs S = Q·Kᵀ and O += P·V as m16n8k16 MMAs with the block's query heads
+ * as the A rows (up to AD_GH of the 16; the rest zero) and an online softmax of rows g only
+ * (scores in log2 units; rows g + 8 are never heads), P rounded to the input dtype as the
+ * prefill kernel does. A block takes NS tiles a warp, so
+ * one block covers a row of up to 8 * NS * DM_BK keys and no partial leaves it; longer rows
+ * split over blocks and merge as above (finish). Each warp's (max, sum, acc) per head goes
+ * through shared memory to finish. */
+#define DM_BK 16 /* keys a tile: one k-step of P·V */
+static int dm_stages_max(int d) { return d <= 64 ? 6 : 3; } /* 8 warps' stages within 227 KB */
+/* a warp's stage: DM_BK K rows, then DM_BK V rows, each D + 8 halves apart (+16 bytes: the
+ * MMA operand loads are free of bank conflicts) */
+template <int D> __host__ __device__ static constexpr int dm_stage_halves() { return 2 * DM_BK * (D + 8); }
+
+/* wait until at most n of this thread's copy groups are in flight (n < 6) */
+__device__ __forceinline__ void cp_wait_n(int n)
+{
+    switch (n) {
+    case 5: cp_wait<5>(); break;
+    case 4: cp_wait<4>(); break;
+    case 3: cp_wait<3>(); break;
+    case 2: cp_wait<2>(); break;
+    case 1: cp_wait<1>(); break;
+    default: cp_wait<0>(); break;
+    }
+}
+
+template <int DT, int D>
+__global__ __launch_bounds__(AD_WARPS * 32) static void k_attn_dmma(gpu_attn a, unsigned *cnt, int NS)
+{
+    constexpr int P = D + 8, STAGE = dm_stage_halves<D>();
+    static_assert(AD_GH <= 8, "a block's heads are the A rows g < 8");
+    extern __shared__ __align__(16) uint16_t dm_sm[];
+    RLX_PDL_TRIGGER(); /* the output projection after this may launch and fetch its weights */
+    const int G = a.nh / a.nkv, ngk = (G + AD_GH - 1) / AD_GH;
+    const int hg = blockIdx.x, sp = blockIdx.y, t = blockIdx.z, kvh = hg / ngk;
+    const int h0 = kvh * G + (hg % ngk) * AD_GH, gn = min(AD_GH, G - (hg % ngk) * AD_GH);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
+    if (!a.early)
+        RLX_PDL_WAIT();
+    int64_t lo, hi;
+    key_range(a, t, &lo, &hi);
+    const int len = (int)(hi - lo);
+    const int mk = a.min_keys > 0 ? a.min_keys : AD_WARPS * DM_BK * NS;
+    int ns = (len + mk - 1) / mk;
+    ns = ns < 1 ? 1 : ns > a.nsplit ? a.nsplit : ns;
+    if (sp >= ns)
+        return;
+    const int chunk = (len + ns - 1) / ns;
+    const int64_t j0 = lo + (int64_t)sp * chunk, j1 = j0 + chunk < hi ? j0 + chunk : hi;
+    const int ntile = (int)((j1 - j0 + DM_BK - 1) / DM_BK);
+    const int nw = warp < ntile ? (ntile - warp + AD_WARPS - 1) / AD_WARPS : 0; /* this warp's tiles */
+    uint16_t *wsm = dm_sm + (size_t)warp * NS * STAGE;
+    const uint16_t *K = (const uint16_t *)a.k.p, *V = (const uint16_t *)a.v.p, *Q = (const uint16_t *)a.q.p;
+    /* the warp's i-th tile, its rows in [flo, fhi) only; rows at or past j1 are zeros (P·V
+     * multiplies them by 0, and 0 times a stale NaN would not be 0) */
+    auto load = [&](int i, int64_t flo, int64_t fhi) {
+        const int64_t kb = j0 + (int64_t)(warp + i * AD_WARPS) * DM_BK;
+        uint16_t *st = wsm + (i % NS) * STAGE;
+        for (int idx = lane; idx < DM_BK * D / 8; idx += 32) {
+            const int rr = idx / (D / 8), cc = (idx % (D / 8)) * 8;
+            const int64_t j = kb + rr;
+            if (j < flo || j >= fhi)
+                continue;
+            const int64_t off = j < j1 ? (j * a.nkv + kvh) * D + cc : 0;
+            cp16(&st[rr * P + cc], K + off, j < j1 ? 16 : 0);
+            cp16(&st[(DM_BK + rr) * P + cc], V + off, j < j1 ? 16 : 0);
+        }
+    };
+    const int pre = nw < NS ? nw : NS;
+    /* early: the rows before pos were written by earlier steps; this step's from pos on */
+    const int64_t fixed = a.early && a.pos ? (a.pos[0] < j1 ? a.pos[0] : j1) : INT64_MIN;
+    for (int i = 0; i < pre && a.early; i++)
+        load(i, INT64_MIN, fixed);
+    cp_commit();
+    if (a.early)
+        RLX_PDL_WAIT(); /* q and this step's cache rows come from the kernels before */
+    for (int i = 0; i < pre; i++)
+        load(i, fixed, INT64_MAX);
+    cp_commit();
+    uint32_t qf[D / 16][4]; /* A: row g and g + 8 are heads h0 + g, h0 + g + 8 (past gn: zero) */
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int r = g + (i & 1) * 8, c = ks * 16 + tg * 2 + (i >> 1) * 8;
+            qf[ks][i] = r < gn ? ld32(Q + ((int64_t)t * a.nh + h0 + r) * D + c) : 0u;
+        }
+    /* row g's running max (log2 units: exp2 is one instruction) and this lane's part of its
+     * sum; rows g + 8 stay zero */
+    float o[D / 8][4], m = -INFINITY, l = 0.0f;
+    const float l2e = 1.44269504f, sl2 = a.scale * l2e;
+    const bool plain = !a.mask.p && a.softcap <= 0.0f;
+#pragma unroll
+    for (int n = 0; n < D / 8; n++)
+        o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    cp_wait<0>();
+    __syncwarp();
+    for (int i = 0; i < nw; i++) {
+        if (i >= NS) { /* loaded after tile i - NS was used; NS - 1 groups since */
+            cp_wait_n(NS - 1);
+            __syncwarp();
+        }
+        const int64_t kb = j0 + (int64_t)(warp + i * AD_WARPS) * DM_BK;
+        const uint16_t *Kt = wsm + (i % NS) * STAGE, *Vt = Kt + DM_BK * P;
+        float s[2][4]; /* [nt][0..1]: row g, keys kb + nt * 8 + tg * 2 (+1); [2..3]: rows g + 8 */
+        fa_qk<DT, D, 2, P>(s, qf, Kt, g, tg);
+        const bool whole = plain && kb + DM_BK <= j1; /* the same for the whole warp */
+        float mx = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int64_t j = kb + nt * 8 + tg * 2 + e;
+                float v = s[nt][e] * sl2;
+                if (!whole) { /* rows past gn need no -inf: their q is zero and nothing reads them */
+                    v = s[nt][e] * a.scale;
+                    if (a.softcap > 0.0f)
+                        v = a.softcap * tanhf(v / a.softcap);
+                    if (j < j1 && a.mask.p)
+                        v += ldt(a.mask, (int64_t)t * a.S + j);
+                    v = j < j1 ? v * l2e : -INFINITY;
+                }
+                s[nt][e] = v;
+                mx = fmaxf(mx, v);
+            }
+        mx = fmaxf(mx, RLX_SHFL_XOR(mx, 1, 32)); /* the 4 lanes of a group hold row g */
+        mx = fmaxf(mx, RLX_SHFL_XOR(mx, 2, 32));
+        const float mn = fmaxf(m, mx), alpha = mn == -INFINITY ? 1.0f : exp2f(m - mn);
+        m = mn;
+        l *= alpha;
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                s[nt][e] = s[nt][e] == -INFINITY ? 0.0f : exp2f(s[nt][e] - mn);
+                l += s[nt][e];
+            }
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            o[n][0] *= alpha;
+            o[n][1] *= alpha;
+        }
+        /* P as the A operand: row g, keys tg * 2 (+1) and 8 + tg * 2 (+1); rows g + 8 zero */
+        const uint32_t pf[4] = {pack2<DT>(s[0][0], s[0][1]), 0u, pack2<DT>(s[1][0], s[1][1]), 0u};
+        fa_pv<DT, D, P>(o, pf, Vt, lane);
+        __syncwarp(); /* every lane is done with this stage before it is refilled */
+        if (i + NS < nw)
+            load(i + NS, INT64_MIN, INT64_MAX);
+        cp_commit(); /* a group each tile, empty or not, so the wait above counts in tiles */
+    }
+    l += RLX_SHFL_XOR(l, 1, 32);
+    l += RLX_SHFL_XOR(l, 2, 32);
+    /* the stages are free once every warp is done: each warp's (max, sum, acc) per head there */
+    __syncthreads();
+    float(*sm_acc)[AD_GH][D] = (float(*)[AD_GH][D])dm_sm;
+    float(*sm_m)[AD_GH] = (float(*)[AD_GH])((float *)dm_sm + AD_WARPS * AD_GH * D);
+    float(*sm_l)[AD_GH] = sm_m + AD_WARPS;
+    if (g < AD_GH) { /* rows g (e = 0, 1); rows g + 8 are past AD_GH */
+        if (tg == 0) {
+            sm_m[warp][g] = m * 0.693147181f; /* natural units, as finish merges */
+            sm_l[warp][g] = l;
+        }
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            sm_acc[warp][g][n * 8 + tg * 2] = o[n][0];
+            sm_acc[warp][g][n * 8 + tg * 2 + 1] = o[n][1];
+        }
+    }
+    finish<D>(a, cnt, t, hg, sp, h0, gn, ns, sm_m, sm_l, sm_acc);
+}
+
+/* the tensor-core kernel takes this decode: T rows of one sequence, q, k, v of one 16-bit
+ * dtype, d 64 or 128, 16-byte aligned (cp.async) */
+static int dm_ok(const gpu_attn *a)
+{
+    const int dt = a->q.dt;
+    const uintptr_t al = (uintptr_t)a->q.p | (uintptr_t)a->k.p | (uintptr_t)a->v.p;
+    return a->mma && !a->slots && (dt == GDT_BF16 || dt == GDT_F16) && a->k.dt == dt && a->v.dt == dt &&
+           (a->d == 64 || a->d == 128) && al % 16 == 0;
+}
+
+template <int DT, int D> static void launch_dmma(gpuStream_t s, const gpu_attn *a)
+{
+    const int per = AD_WARPS * DM_BK, smax = dm_stages_max(D);
+    /* stages enough for a block's keys (RLX_GPU_ATTN_KEYS, else the whole cache) */
+    int ns = ((a->min_keys > 0 ? a->min_keys : a->S) + per - 1) / per;
+    ns = ns < 1 ? 1 : ns > smax ? smax : ns;
+    const size_t sm = (size_t)AD_WARPS * ns * dm_stage_halves<D>() * sizeof(uint16_t);
+    static unsigned char opted[64]; /* above 48 KiB a kernel must ask, once a device */
+    int dev = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess && (dev >= 64 || !opted[dev])) {
+        cudaFuncSetAttribute(k_attn_dmma<DT, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)((size_t)AD_WARPS * smax * dm_stage_halves<D>() * sizeof(uint16_t)));
+        if (dev < 64)
+            opted[dev] = 1;
+    }
+    dim3 g((unsigned)groups_of(a->nh, a->nkv), (unsigned)a->nsplit, (unsigned)a->T);
+    rlx_launch_pdl(rlx_pdl_on(0), k_attn_dmma<DT, D>, g, dim3(AD_WARPS * 32), sm, s, *a, a->cnt, ns);
+}
+#endif
+
 template <int ND, int KU> static void launch_decode(gpuStream_t s, const gpu_attn *a)
 {
     dim3 g((unsigned)groups_of(a->nh, a->nkv), (unsigned)a->nsplit, (unsigned)a->T);
@@ -338,6 +543,15 @@ template <int ND, int KU> static void launch_decode(gpuStream_t s, const gpu_att
 
 void gpu_attn_decode(gpuStream_t s, const gpu_attn *a)
 {
+#if !defined(RLX_GPU_HIP)
+    if (dm_ok(a)) {
+        if (a->q.dt == GDT_BF16)
+            a->d == 64 ? launch_dmma<GDT_BF16, 64>(s, a) : launch_dmma<GDT_BF16, 128>(s, a);
+        else
+            a->d == 64 ? launch_dmma<GDT_F16, 64>(s, a) : launch_dmma<GDT_F16, 128>(s, a);
+        return;
+    }
+#endif
     if (a->d <= 64)
         launch_decode<2, 4>(s, a);
     else if (a->d <= 128)

@@ -30,35 +30,6 @@ void gpu_attn_mma(gpuStream_t s, const gpu_attn *a)
 }
 #else
 
-/* two values as 16-bit DT, the first in the low half (the lower address) */
-template <int DT> __device__ __forceinline__ uint32_t pack2(float lo, float hi)
-{
-    uint32_t l = DT == GDT_BF16 ? f_to_bf16(lo) : f_to_f16(lo);
-    uint32_t h = DT == GDT_BF16 ? f_to_bf16(hi) : f_to_f16(hi);
-    return l | (h << 16);
-}
-
-__device__ __forceinline__ uint32_t ld32(const uint16_t *p) { return *(const uint32_t *)p; }
-
-/* 16 bytes global -> shared without a register round trip; n < 16 zero-fills the rest */
-__device__ __forceinline__ void cp16(void *dst, const void *src, int n)
-{
-    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-/* B fragments of two 8-column tiles of row-major V (keys x dims) from shared memory,
- * transposed on the way (lanes 0-15 give the 16 key rows of columns c, 16-31 of c + 8) */
-__device__ __forceinline__ void ldm_x4_trans(uint32_t r[4], const uint16_t *p)
-{
-    unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
-
 /* K and V tiles of BK keys, two stages a key group: the next tile's copies run under this
  * one's MMAs. KS key groups of 4 warps share the block's 64 rows and split its key tiles:
  * with few blocks (a prompt of a few hundred rows, or a rank's half of the heads) the block
@@ -158,15 +129,7 @@ __global__ __launch_bounds__(FA_WARPS * 32 * KS) static void k_attn_mma(gpu_attn
         const uint16_t *Kt = gsm + st * STAGE, *Vt = Kt + BK * P;
 
         float s[BK / 8][4];
-#pragma unroll
-        for (int nt = 0; nt < BK / 8; nt++) {
-            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-#pragma unroll
-            for (int ks = 0; ks < D / 16; ks++) {
-                const uint16_t *kr = &Kt[(nt * 8 + g) * P + ks * 16 + tg * 2];
-                mma16816<DT>(s[nt], qf[ks], ld32(kr), ld32(kr + 8));
-            }
-        }
+        fa_qk<DT, D, BK / 8, P>(s, qf, Kt, g, tg);
         float mx[2] = {-INFINITY, -INFINITY};
         /* a tile every row of the block sees whole: no per-key tests */
         const bool whole = !a.mask.p && a.softcap <= 0.0f && q0 + FA_BQ <= a.T && kb + BK <= kv_len &&
@@ -198,47 +161,10 @@ __global__ __launch_bounds__(FA_WARPS * 32 * KS) static void k_attn_mma(gpu_attn
                 mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
             }
         }
-        float alpha[2], mn[2];
+        fa_softmax<BK / 8, D / 8>(s, mx, m, l, o);
 #pragma unroll
-        for (int r = 0; r < 2; r++) { /* the 4 lanes of a group hold one row */
-            mx[r] = fmaxf(mx[r], RLX_SHFL_XOR(mx[r], 1, 32));
-            mx[r] = fmaxf(mx[r], RLX_SHFL_XOR(mx[r], 2, 32));
-            mn[r] = fmaxf(m[r], mx[r]);
-            alpha[r] = mn[r] == -INFINITY ? 1.0f : expf(m[r] - mn[r]);
-            m[r] = mn[r];
-            l[r] *= alpha[r];
-        }
-#pragma unroll
-        for (int nt = 0; nt < BK / 8; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float pv = s[nt][e] == -INFINITY ? 0.0f : expf(s[nt][e] - mn[e >> 1]);
-                s[nt][e] = pv;
-                l[e >> 1] += pv; /* this lane's part; the lanes are summed at the end */
-            }
-#pragma unroll
-        for (int n = 0; n < D / 8; n++) {
-            o[n][0] *= alpha[0];
-            o[n][1] *= alpha[0];
-            o[n][2] *= alpha[1];
-            o[n][3] *= alpha[1];
-        }
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; kk++) {
-            /* S's accumulator layout is P's operand layout (keys 16kk..16kk+15) */
-            const uint32_t pf[4] = {pack2<DT>(s[2 * kk][0], s[2 * kk][1]),
-                                    pack2<DT>(s[2 * kk][2], s[2 * kk][3]),
-                                    pack2<DT>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                    pack2<DT>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-            const uint16_t *vr = &Vt[(kk * 16 + (lane & 15)) * P + (lane >> 4) * 8];
-#pragma unroll
-            for (int n = 0; n < D / 8; n += 2) {
-                uint32_t b[4];
-                ldm_x4_trans(b, vr + n * 8);
-                mma16816<DT>(o[n], pf, b[0], b[1]);
-                mma16816<DT>(o[n + 1], pf, b[2], b[3]);
-            }
-        }
+        for (int kk = 0; kk < BK / 16; kk++)
+            fa_pv16<DT, D, P>(o, s[2 * kk], s[2 * kk + 1], Vt + kk * 16 * P, lane);
         fa_gsync<KS>(grp); /* every warp is done with stage st before it is refilled */
     }
 #pragma unroll

@@ -58,6 +58,18 @@ __device__ static inline float binary_f(int op, float u, float v)
     }
 }
 
+__global__ static void k_up_scatter(gpu_up_batch b)
+{
+    const int k = threadIdx.x / GPU_UP_BYTES, i = threadIdx.x % GPU_UP_BYTES;
+    if (k < b.n && i < b.e[k].bytes)
+        ((unsigned char *)b.e[k].dst)[i] = b.e[k].b[i];
+}
+
+void gpu_up_scatter(gpuStream_t s, const gpu_up_batch *b)
+{
+    RLX_LAUNCH(k_up_scatter, 1, GPU_UP_N * GPU_UP_BYTES, 0, s)(*b);
+}
+
 __global__ static void k_add_i32(const int32_t *x, int32_t *y, int64_t n, int32_t v)
 {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
