@@ -337,10 +337,9 @@ __global__ __launch_bounds__(AD_WARPS * 32) static void k_attn_gqa(gpu_attn a, u
  * as above), then runs S = Q·Kᵀ and O += P·V as m16n8k16 MMAs with the block's query heads
  * as the A rows (up to AD_GH of the 16; the rest zero) and an online softmax of rows g only
  * (scores in log2 units; rows g + 8 are never heads), P rounded to the input dtype as the
- * prefill kernel does. A block takes NS tiles a warp, so
- * one block covers a row of up to 8 * NS * DM_BK keys and no partial leaves it; longer rows
- * split over blocks and merge as above (finish). Each warp's (max, sum, acc) per head goes
- * through shared memory to finish. */
+ * prefill kernel does. A block takes NS tiles a warp, so one block covers a row of up to
+ * 8 * NS * DM_BK keys and no partial leaves it; longer rows split over blocks and merge as
+ * above (finish). Each warp's (max, sum, acc) per head goes through shared memory to finish. */
 #define DM_BK 16 /* keys a tile: one k-step of P·V */
 static int dm_stages_max(int d) { return d <= 64 ? 6 : 3; } /* 8 warps' stages within 227 KB */
 /* a warp's stage: DM_BK K rows, then DM_BK V rows, each D + 8 halves apart (+16 bytes: the
