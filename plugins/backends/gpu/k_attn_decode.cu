@@ -504,15 +504,9 @@ __global__ __launch_bounds__(AD_WARPS * 32) static void k_attn_dmma(gpu_attn a, 
     finish<D>(a, cnt, t, hg, sp, h0, gn, ns, sm_m, sm_l, sm_acc);
 }
 
-/* the tensor-core kernel takes this decode: T rows of one sequence, q, k, v of one 16-bit
- * dtype, d 64 or 128, 16-byte aligned (cp.async) */
-static int dm_ok(const gpu_attn *a)
-{
-    const int dt = a->q.dt;
-    const uintptr_t al = (uintptr_t)a->q.p | (uintptr_t)a->k.p | (uintptr_t)a->v.p;
-    return a->mma && !a->slots && (dt == GDT_BF16 || dt == GDT_F16) && a->k.dt == dt && a->v.dt == dt &&
-           (a->d == 64 || a->d == 128) && al % 16 == 0;
-}
+/* the tensor-core kernel takes this decode: T rows of one sequence, what the prefill kernel
+ * takes (q, k, v of one 16-bit dtype, 16-byte aligned) at d 64 or 128 */
+static int dm_ok(const gpu_attn *a) { return a->mma && !a->slots && a->d != 256 && gpu_attn_mma_ok(a); }
 
 template <int DT, int D> static void launch_dmma(gpuStream_t s, const gpu_attn *a)
 {
@@ -521,14 +515,8 @@ template <int DT, int D> static void launch_dmma(gpuStream_t s, const gpu_attn *
     int ns = ((a->min_keys > 0 ? a->min_keys : a->S) + per - 1) / per;
     ns = ns < 1 ? 1 : ns > smax ? smax : ns;
     const size_t sm = (size_t)AD_WARPS * ns * dm_stage_halves<D>() * sizeof(uint16_t);
-    static unsigned char opted[64]; /* above 48 KiB a kernel must ask, once a device */
-    int dev = 0;
-    if (cudaGetDevice(&dev) == cudaSuccess && (dev >= 64 || !opted[dev])) {
-        cudaFuncSetAttribute(k_attn_dmma<DT, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)((size_t)AD_WARPS * smax * dm_stage_halves<D>() * sizeof(uint16_t)));
-        if (dev < 64)
-            opted[dev] = 1;
-    }
+    static unsigned char opted[64]; /* the most any cache length asks for */
+    smem_opt_in(k_attn_dmma<DT, D>, (int)((size_t)AD_WARPS * smax * dm_stage_halves<D>() * sizeof(uint16_t)), opted);
     dim3 g((unsigned)groups_of(a->nh, a->nkv), (unsigned)a->nsplit, (unsigned)a->T);
     rlx_launch_pdl(rlx_pdl_on(0), k_attn_dmma<DT, D>, g, dim3(AD_WARPS * 32), sm, s, *a, a->cnt, ns);
 }

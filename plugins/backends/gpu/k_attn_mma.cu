@@ -228,13 +228,9 @@ int gpu_attn_mma_ok(const gpu_attn *a)
 template <int DT, int D, int BK, int KS> static void launch_k(gpuStream_t s, const gpu_attn *a, dim3 grid)
 {
     constexpr size_t sm = fa_smem<D, BK, KS>::bytes;
-    static unsigned char opted[64]; /* above 48 KiB a kernel must ask, once a device */
-    int dev = 0;
-    if (sm > 48 * 1024 && cudaGetDevice(&dev) == cudaSuccess && (dev >= 64 || !opted[dev])) {
-        cudaFuncSetAttribute(k_attn_mma<DT, D, BK, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
-        if (dev < 64)
-            opted[dev] = 1;
-    }
+    static unsigned char opted[64];
+    if (sm > 48 * 1024)
+        smem_opt_in(k_attn_mma<DT, D, BK, KS>, (int)sm, opted);
     RLX_LAUNCH((k_attn_mma<DT, D, BK, KS>), grid, FA_WARPS * 32 * KS, sm, s)(*a);
 }
 
