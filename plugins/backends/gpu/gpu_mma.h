@@ -22,18 +22,6 @@ __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* kernel k may take bytes of dynamic shared memory (above 48 KiB it must ask): asked once a
- * device, opted being that kernel's own flags */
-template <typename K> static inline void smem_opt_in(K k, int bytes, unsigned char (&opted)[64])
-{
-    int dev = 0;
-    if (cudaGetDevice(&dev) == cudaSuccess && (dev >= 64 || !opted[dev])) {
-        (void)gpuFuncSetMaxDynSmem(k, bytes);
-        if (dev < 64)
-            opted[dev] = 1;
-    }
-}
-
 /* two values as 16-bit DT, the first in the low half (the lower address): one conversion
  * instruction, the bits of f_to_bf16 / f_to_f16 for every finite value */
 template <int DT> __device__ __forceinline__ uint32_t pack2(float lo, float hi)

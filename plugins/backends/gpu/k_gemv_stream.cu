@@ -127,6 +127,13 @@ __global__ __launch_bounds__(GS_WARPS * 32) static void k_gemv_stream(gpu_ten x,
     }
 }
 
+/* the row's shared memory asked for on this device */
+template <int WD, bool GLU, int KS> static void gs_opt_in()
+{
+    static unsigned char opted[64];
+    smem_opt_in(k_gemv_stream<WD, GLU, KS>, GS_ROW_MAX, opted);
+}
+
 /* blocks of k_gemv_stream an SM holds with a row of K: a few K's remembered per instance
  * (one word each, so the host threads of several GPUs may share them) */
 template <int WD, bool GLU, int KS> static int gs_resident(int64_t K)
@@ -136,11 +143,7 @@ template <int WD, bool GLU, int KS> static int gs_resident(int64_t K)
     if (v && (int64_t)(v >> 8) == K)
         return (int)(v & 0xff);
     void (*k)(gpu_ten, gv_segs, const void *, int64_t, int64_t) = k_gemv_stream<WD, GLU, KS>;
-    static int raised;
-    if (!__atomic_load_n(&raised, __ATOMIC_RELAXED)) {
-        (void)gpuFuncSetMaxDynSmem(k, GS_ROW_MAX);
-        __atomic_store_n(&raised, 1, __ATOMIC_RELAXED);
-    }
+    gs_opt_in<WD, GLU, KS>(); /* a row past 48 KiB counts only once asked for */
     int b = 0;
     if (gpuOccupancyMaxActiveBlocksPerMultiprocessor(&b, k, GS_WARPS * 32, (size_t)K * 4) !=
             gpuSuccess ||
@@ -155,6 +158,7 @@ template <int WD, bool GLU, int KS>
 static void gs_launch_ks(gpuStream_t s, gpu_ten x, const gv_segs &sg, const void *wu, int64_t K, int64_t grid)
 {
     const int64_t groups = (sg.end[sg.n - 1] + GS_WARPS / KS - 1) / (GS_WARPS / KS);
+    gs_opt_in<WD, GLU, KS>(); /* gs_resident's memo may come from another device */
     rlx_launch_pdl(rlx_pdl_on(1), k_gemv_stream<WD, GLU, KS>, dim3((unsigned)(grid < groups ? grid : groups)),
                    dim3(GS_WARPS * 32), (size_t)K * 4, s, x, sg, wu, K, groups);
 }

@@ -147,6 +147,18 @@ static inline int rlx_pdl_on(int gemv)
     }
     return mode >= (gemv ? 1 : 2);
 }
+/* kernel k may take bytes of dynamic shared memory (above 48 KiB it must ask): asked once a
+ * device (the attribute is the device's), opted being that kernel's own flags; the host
+ * threads of several GPUs may share them */
+template <typename K> static inline void smem_opt_in(K k, int bytes, unsigned char (&opted)[64])
+{
+    int dev = 0;
+    if (gpuGetDevice(&dev) == gpuSuccess && (dev >= 64 || !__atomic_load_n(&opted[dev], __ATOMIC_RELAXED))) {
+        (void)gpuFuncSetMaxDynSmem(k, bytes);
+        if (dev < 64)
+            __atomic_store_n(&opted[dev], 1, __ATOMIC_RELAXED);
+    }
+}
 /* k<<<grid, block, smem, s>>>(args...), marked programmatic when pdl is set (CUDA) */
 template <typename... P, typename... A>
 static inline void rlx_launch_pdl(int pdl, void (*k)(P...), dim3 grid, dim3 block, size_t smem, gpuStream_t s,
