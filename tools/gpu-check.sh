@@ -37,6 +37,7 @@ if [ "$mode" = pack ]; then
         (cd "$build" && make -j"$(nproc)" >/dev/null && make -j"$(nproc)" check TESTS= >/dev/null)
     elif [ "${GPU_CHECK_INCREMENTAL:-}" = 1 ] && [ -f "$root/build/Makefile" ] &&
         [ "$(am_sum "$top")" = "$(am_sum "$root/src")" ]; then
+        mkdir -p "$dir"
         (cd "$top" && git ls-files -z | xargs -0 tar -cf - | tar -C "$root/src" -xf -)
         (cd "$root/build" && make -j"$(nproc)" >/dev/null && make -j"$(nproc)" check TESTS= >/dev/null)
     else
