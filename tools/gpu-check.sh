@@ -32,17 +32,16 @@ if [ "$mode" = pack ]; then
     set -e
     top=$(cd "$(dirname "$0")/.." && pwd)
     if [ -n "${RLX_GPU_BUILD:-}" ]; then
-        rm -rf "$root/src" && mkdir -p "$root/src" "$dir"
+        rm -rf "$root/src" && mkdir -p "$root/src"
         (cd "$top" && git ls-files -z | xargs -0 tar -cf - | tar -C "$root/src" -xf -)
         (cd "$build" && make -j"$(nproc)" >/dev/null && make -j"$(nproc)" check TESTS= >/dev/null)
     elif [ "${GPU_CHECK_INCREMENTAL:-}" = 1 ] && [ -f "$root/build/Makefile" ] &&
         [ "$(am_sum "$top")" = "$(am_sum "$root/src")" ]; then
-        mkdir -p "$dir"
         (cd "$top" && git ls-files -z | xargs -0 tar -cf - | tar -C "$root/src" -xf -)
         (cd "$root/build" && make -j"$(nproc)" >/dev/null && make -j"$(nproc)" check TESTS= >/dev/null)
     else
         [ "${GPU_CHECK_INCREMENTAL:-}" = 1 ] && echo "gpu-check: build files differ from the last pack's: full build"
-        rm -rf "$root" && mkdir -p "$root/src" "$root/build" "$dir"
+        rm -rf "$root" && mkdir -p "$root/src" "$root/build"
         (cd "$top" && git ls-files -z | xargs -0 tar -cf - | tar -C "$root/src" -xf -)
         (cd "$root/src" && autoreconf -fi >/dev/null 2>&1)
         (cd "$root/build" && "$root/src/configure" -q --with-cuda >/dev/null && make -j"$(nproc)" >/dev/null &&
@@ -54,9 +53,9 @@ if [ "$mode" = pack ]; then
         { echo "gpu-check: no benchmark configs in $main_top/../shared/perf" >&2; exit 1; }
     parts=("${root#/}")
     [ "${build#"$root"/}" = "$build" ] && parts+=("${build#/}")
+    mkdir -p "$dir/debs"
     tar -C / --exclude="*.o" --exclude=autom4te.cache --exclude="*.log" --exclude="*.trs" \
         -cJf "$dir/rlx-gpu.tar.xz" "${parts[@]}"
-    mkdir -p "$dir/debs"
     (cd "$dir/debs" && apt-get download libjansson4 libhwloc15 libopenblas0-pthread libgfortran5 \
         libquadmath0 libpcre2-8-0 libunistring2 libsubunit0 libpng16-16 >/dev/null 2>&1)
     ls -la "$dir" "$dir/debs"

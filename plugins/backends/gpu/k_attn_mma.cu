@@ -229,8 +229,7 @@ template <int DT, int D, int BK, int KS> static void launch_k(gpuStream_t s, con
 {
     constexpr size_t sm = fa_smem<D, BK, KS>::bytes;
     static unsigned char opted[64];
-    if (sm > 48 * 1024)
-        smem_opt_in(k_attn_mma<DT, D, BK, KS>, (int)sm, opted);
+    smem_opt_in(k_attn_mma<DT, D, BK, KS>, (int)sm, opted);
     RLX_LAUNCH((k_attn_mma<DT, D, BK, KS>), grid, FA_WARPS * 32 * KS, sm, s)(*a);
 }
 

@@ -153,7 +153,7 @@ static inline int rlx_pdl_on(int gemv)
 template <typename K> static inline void smem_opt_in(K k, int bytes, unsigned char (&opted)[64])
 {
     int dev = 0;
-    if (gpuGetDevice(&dev) == gpuSuccess && (dev >= 64 || !__atomic_load_n(&opted[dev], __ATOMIC_RELAXED))) {
+    if (bytes > 48 * 1024 && gpuGetDevice(&dev) == gpuSuccess && (dev >= 64 || !__atomic_load_n(&opted[dev], __ATOMIC_RELAXED))) {
         (void)gpuFuncSetMaxDynSmem(k, bytes);
         if (dev < 64)
             __atomic_store_n(&opted[dev], 1, __ATOMIC_RELAXED);
