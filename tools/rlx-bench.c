@@ -158,11 +158,13 @@ static int write_random_model(const char *config, const char *model_path, const 
     size_t len = 0;
     FILE *in = fopen(config, "rb");
     FILE *out = fopen(config_path, "wb");
-    if (in && out) {
+    int ok = in && out;
+    if (ok) {
         char buf[65536];
-        while ((len = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, len, out);
+        while (ok && (len = fread(buf, 1, sizeof buf, in)) > 0) ok = fwrite(buf, 1, len, out) == len;
+        ok = ok && !ferror(in); /* a short read or write: the copy would be cut, not the config */
     }
-    rc = (in && out) ? 0 : rlx_diag_set(d, RLX_ERR_IO, "%s: cannot copy to %s", config, config_path);
+    rc = ok ? 0 : rlx_diag_set(d, RLX_ERR_IO, "%s: cannot copy to %s", config, config_path);
     if (in) fclose(in);
     if (out && fclose(out) != 0 && !rc) rc = rlx_diag_set(d, RLX_ERR_IO, "%s: write failed", config_path);
     return rc;
