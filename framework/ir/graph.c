@@ -56,22 +56,28 @@ int32_t rg_add_value(rg_graph *g, int kind, int dtype, const rlx_shape *shape, c
     v->dtype = dtype;
     if (shape) v->shape = *shape;
     v->name = dup_or_null(name);
+    if (name && !v->name) return -1;
     v->producer = -1;
     return (int32_t)g->n_values++;
 }
 
+/* all or nothing: on failure dst holds no memory */
 static int copy_attr(rlx_attr *dst, const rlx_attr *src)
 {
     *dst = *src;
     dst->name = dup_or_null(src->name);
     dst->s = dup_or_null(src->s);
     dst->ints = NULL;
-    if (src->kind == RLX_ATTR_INTS && src->n_ints) {
-        int64_t *p = malloc(src->n_ints * sizeof *p);
-        if (!p) return -1;
+    int64_t *p = NULL;
+    if (src->kind == RLX_ATTR_INTS && src->n_ints && (p = malloc(src->n_ints * sizeof *p)))
         memcpy(p, src->ints, src->n_ints * sizeof *p);
-        dst->ints = p;
+    if ((src->name && !dst->name) || (src->s && !dst->s) || (src->kind == RLX_ATTR_INTS && src->n_ints && !p)) {
+        free((char *)dst->name);
+        free((char *)dst->s);
+        free(p);
+        return -1;
     }
+    dst->ints = p;
     return 0;
 }
 
@@ -93,7 +99,7 @@ int32_t rg_add_node(rg_graph *g, const char *op, const int32_t *in, uint32_t n_i
     n->out = malloc((n_out ? n_out : 1) * sizeof(int32_t));
     n->attrs = calloc(n_attrs ? n_attrs : 1, sizeof(rlx_attr));
     n->where = dup_or_null(where);
-    if (!n->op || !n->in || !n->out || !n->attrs) {
+    if (!n->op || !n->in || !n->out || !n->attrs || (where && !n->where)) {
         free_node(n);
         return -1;
     }

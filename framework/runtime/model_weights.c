@@ -142,7 +142,7 @@ static int upload(rlx_model *m, rg_weight *w, const void *src, size_t bytes, rlx
     if (!w->ptr) return d && d->code ? d->code : rlx_diag_set(d, RLX_ERR_DEVICE, "tensor %s: device allocation failed", w->name);
     w->device = 1;
     if (m->be->upload) return m->be->upload(m->be_ctx, w->ptr, src, bytes, d);
-    memcpy(w->ptr, src, bytes);
+    if (bytes) memcpy(w->ptr, src, bytes); /* an empty tensor may have no source */
     return 0;
 }
 

@@ -235,7 +235,7 @@ static int split_piece(const tk_pretok *p, pcre2_match_data *md, const char *s, 
             else sp->v[--w] = cur;
             next_match = cur.match;
         }
-        memmove(sp->v, sp->v + w, (sp->n - w) * sizeof *sp->v);
+        if (w < sp->n) memmove(sp->v, sp->v + w, (sp->n - w) * sizeof *sp->v); /* v may be NULL when n is 0 */
         k = sp->n - w;
         break;
     }
