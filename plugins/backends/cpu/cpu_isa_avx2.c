@@ -6,8 +6,12 @@
 #include <immintrin.h>
 #include <math.h>
 
+#if defined(__clang__) /* clang has no GCC target pragma: the same ISA a function */
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#endif
 
 #define AI static inline __attribute__((always_inline))
 
@@ -344,7 +348,11 @@ static void a_gemv_h(int h, const float *x, int64_t ldx, int M, int64_t K, const
     }
 }
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 const cpu_isa cpu_isa_avx2 = {
     "avx2+fma", a_gemv, a_dot, a_axpy, a_scal, a_binary, a_affine,

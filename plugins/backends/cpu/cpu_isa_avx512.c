@@ -12,8 +12,12 @@
 #include <pthread.h>
 #include <string.h>
 
+#if defined(__clang__) /* clang has no GCC target pragma: the same ISA a function */
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")
+#endif
 
 #define AI static inline __attribute__((always_inline))
 #define MR CPU_GEMM_MR
@@ -625,7 +629,11 @@ static void attn_pv(int h, const float *p, int64_t ldp, int G, const void *v, in
     }
 }
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 static cpu_isa table;
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
