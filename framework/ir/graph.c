@@ -68,10 +68,10 @@ static int copy_attr(rlx_attr *dst, const rlx_attr *src)
     dst->name = dup_or_null(src->name);
     dst->s = dup_or_null(src->s);
     dst->ints = NULL;
-    int64_t *p = NULL;
-    if (src->kind == RLX_ATTR_INTS && src->n_ints && (p = malloc(src->n_ints * sizeof *p)))
-        memcpy(p, src->ints, src->n_ints * sizeof *p);
-    if ((src->name && !dst->name) || (src->s && !dst->s) || (src->kind == RLX_ATTR_INTS && src->n_ints && !p)) {
+    const int ints = src->kind == RLX_ATTR_INTS && src->n_ints;
+    int64_t *p = ints ? malloc(src->n_ints * sizeof *p) : NULL;
+    if (p) memcpy(p, src->ints, src->n_ints * sizeof *p);
+    if ((src->name && !dst->name) || (src->s && !dst->s) || (ints && !p)) {
         free((char *)dst->name);
         free((char *)dst->s);
         free(p);

@@ -159,49 +159,22 @@ template <typename K> static inline void smem_opt_in(K k, int bytes, unsigned ch
             __atomic_store_n(&opted[dev], 1, __ATOMIC_RELAXED);
     }
 }
-#if !defined(RLX_GPU_HIP)
-#include <stdint.h>
-/* true the first time this translation unit sees kernel k on device dev (a small lock-free set;
- * when it is full every call is a first) */
-static inline bool rlx_first_on_device(const void *k, int dev)
-{
-    enum { N = 256 };
-    static const void *key[N];
-    static int kdev[N], state[N]; /* 0 empty, 1 being written, 2 set */
-    unsigned h = (unsigned)((((uintptr_t)k >> 4) * 2654435761u) ^ (unsigned)dev) % N;
-    for (int i = 0; i < N; i++, h = (h + 1) % N) {
-        int st = __atomic_load_n(&state[h], __ATOMIC_ACQUIRE), empty = 0;
-        if (st == 0 && __atomic_compare_exchange_n(&state[h], &empty, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-            key[h] = k;
-            kdev[h] = dev;
-            __atomic_store_n(&state[h], 2, __ATOMIC_RELEASE);
-            return true;
-        }
-        while ((st = __atomic_load_n(&state[h], __ATOMIC_ACQUIRE)) == 1) {
-        }
-        if (key[h] == k && kdev[h] == dev)
-            return false;
-    }
-    return true;
-}
 /* Programmatic launches overlap a kernel with the one before it on each SM; an SM whose
  * shared memory / L1 split suits a kernel with little shared memory takes a block needing
  * more (decode attention, the normed-row GEMVs) only once it has drained and been
- * reconfigured. Every programmatically launched kernel asks for the most shared memory
- * (RLX_GPU_CARVEOUT=pct another preference, -1 the driver's own), once a kernel and device:
- * measured +2 % on 188m and +5 % on 1B bf16 decode (H100, perf-notes Change 60). */
-template <typename K> static inline void rlx_carveout(K k)
+ * reconfigured. So every programmatic launch carries a carveout preference: the most shared
+ * memory (100), RLX_GPU_CARVEOUT=pct another, -1 none (the driver's own): measured +2 % on
+ * 188m and +5 % on 1B bf16 decode (H100, perf-notes Change 61). */
+static inline int rlx_carveout_pref(void)
 {
     static int carve = -2;
     if (carve == -2) {
         const char *e = getenv("RLX_GPU_CARVEOUT");
-        carve = e && *e ? atoi(e) : 100;
+        const int v = e && *e ? atoi(e) : 100;
+        carve = v >= 0 && v <= 100 ? v : -1;
     }
-    int dev = 0;
-    if (carve >= 0 && carve <= 100 && gpuGetDevice(&dev) == gpuSuccess && rlx_first_on_device((const void *)k, dev))
-        (void)cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, carve);
+    return carve;
 }
-#endif
 /* k<<<grid, block, smem, s>>>(args...), marked programmatic when pdl is set (CUDA) */
 template <typename... P, typename... A>
 static inline void rlx_launch_pdl(int pdl, void (*k)(P...), dim3 grid, dim3 block, size_t smem, gpuStream_t s,
@@ -211,18 +184,19 @@ static inline void rlx_launch_pdl(int pdl, void (*k)(P...), dim3 grid, dim3 bloc
     (void)pdl;
     k<<<grid, block, smem, s>>>(args...);
 #else
-    if (pdl)
-        rlx_carveout(k);
-    cudaLaunchAttribute at[1];
+    cudaLaunchAttribute at[2];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
+    const int carve = rlx_carveout_pref();
+    at[1].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
+    at[1].val.sharedMemCarveout = carve < 0 ? 0u : (unsigned)carve;
     cudaLaunchConfig_t c = {};
     c.gridDim = grid;
     c.blockDim = block;
     c.dynamicSmemBytes = smem;
     c.stream = s;
     c.attrs = at;
-    c.numAttrs = pdl ? 1 : 0;
+    c.numAttrs = !pdl ? 0 : carve < 0 ? 1 : 2;
     (void)cudaLaunchKernelEx(&c, k, args...);
 #endif
 }
